@@ -1,0 +1,112 @@
+"""Tasks for the opensandbox-agents monorepo. `nox -l` lists them; plain `nox` runs the checks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
+PACKAGES = nox.project.dependency_groups(PYPROJECT, "packages")
+TEST_DEPS = nox.project.dependency_groups(PYPROJECT, "test")
+
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.reuse_venv = "yes"
+nox.options.error_on_missing_interpreters = False
+nox.options.sessions = ["lint", "typecheck", "tests", "integration"]
+
+PYTHON = "3.11"
+
+
+def _install_all(session: nox.Session) -> None:
+    session.install(*PACKAGES, *TEST_DEPS)
+
+
+def _testbed(session: nox.Session, *args: str) -> None:
+    session.run("python", "-m", "testbed", *args, env={"PYTHONPATH": str(ROOT / "tests")})
+
+
+def _testbed_env() -> dict[str, str]:
+    """The connection settings that `testbed start` wrote, as a dict."""
+    env: dict[str, str] = {}
+    path = ROOT / ".testbed" / "env"
+    for line in path.read_text().splitlines():
+        if line.startswith("export ") and "=" in line:
+            key, _, value = line[len("export ") :].partition("=")
+            env[key] = value.strip().strip("'\"")
+    return env
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """Ruff lint and format check."""
+    session.install(*nox.project.dependency_groups(PYPROJECT, "lint"))
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python=PYTHON)
+def typecheck(session: nox.Session) -> None:
+    """Strict mypy over the three packages."""
+    session.install(*PACKAGES, *nox.project.dependency_groups(PYPROJECT, "typecheck"))
+    session.run("mypy")
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """Unit tests: no network, no Docker."""
+    _install_all(session)
+    session.run("pytest", "tests/unit", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def integration(session: nox.Session) -> None:
+    """Live tests against the testbed (starts it when needed, stops it if it started it)."""
+    _install_all(session)
+    started = _ensure_testbed(session)
+    try:
+        session.run(
+            "pytest", "tests/live", "-m", "not slow", *session.posargs, env=_testbed_env()
+        )
+    finally:
+        if started and not os.environ.get("OSB_KEEP_TESTBED"):
+            _testbed(session, "stop")
+
+
+def _ensure_testbed(session: nox.Session) -> bool:
+    """Start the testbed unless it runs already; return whether this call started it."""
+    status = session.run(
+        "python",
+        "-m",
+        "testbed",
+        "status",
+        "--quiet",
+        env={"PYTHONPATH": str(ROOT / "tests")},
+        success_codes=[0, 3],
+        silent=True,
+    )
+    if status is not None and "running" in str(status):
+        return False
+    _testbed(session, "start")
+    return True
+
+
+@nox.session(python=PYTHON, default=False)
+def testbed(session: nox.Session) -> None:
+    """Start, stop or show the local OpenSandbox testbed: `nox -s testbed -- start|stop|status`."""
+    _install_all(session)
+    _testbed(session, *(session.posargs or ["status"]))
+
+
+@nox.session(python=PYTHON, default=False)
+def demo(session: nox.Session) -> None:
+    """The main job: bring up a local server and run a sandboxed pipeline (no API key needed)."""
+    _install_all(session)
+    started = _ensure_testbed(session)
+    try:
+        session.run("python", "-m", "testbed.demo", env={**_testbed_env(), "PYTHONPATH": str(ROOT / "tests")})
+    finally:
+        if started and not os.environ.get("OSB_KEEP_TESTBED"):
+            _testbed(session, "stop")

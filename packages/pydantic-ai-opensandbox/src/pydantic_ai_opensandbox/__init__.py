@@ -1,0 +1,5 @@
+"""pydantic-ai-opensandbox."""
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]
