@@ -1,0 +1,592 @@
+"""Tests for the project's execd stand-in (tests/testbed/execd/execd.py) against execd's API."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+
+DAEMON = Path(__file__).resolve().parents[1] / "testbed" / "execd" / "execd.py"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daemon:
+    def __init__(
+        self, workdir: Path, framing: str, extra_env: dict[str, str] | None = None
+    ) -> None:
+        self.port = _free_port()
+        env = dict(os.environ)
+        env.update(
+            OSB_EXECD_FRAMING=framing,
+            EXECD_API_GRACE_SHUTDOWN="0s",
+            EXECD_QUIET="1",
+            EXECD_ENVS="",
+        )
+        env.update(extra_env or {})
+        self.t0 = time.monotonic()
+        self.proc = subprocess.Popen(
+            [sys.executable, str(DAEMON), "--host", "127.0.0.1", "--port", str(self.port)],
+            cwd=workdir,
+            env=env,
+        )
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.005)
+        self.time_to_listen = time.monotonic() - self.t0
+        self.client = httpx.Client(base_url=self.url, timeout=30)
+
+    def stop(self) -> None:
+        self.client.close()
+        self.proc.terminate()
+        self.proc.wait(5)
+
+    def events(self, body: dict) -> list[dict]:
+        with self.client.stream("POST", "/command", json=body) as r:
+            assert r.status_code == 200, r.read()
+            assert r.headers["content-type"] == "text/event-stream"
+            raw = r.read().decode()
+        assert raw.endswith("\n\n")
+        return [json.loads(f) for f in raw.split("\n\n") if f]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("execd")
+
+
+@pytest.fixture(scope="module")
+def d(workdir: Path) -> Iterator[Daemon]:
+    daemon = Daemon(workdir, "modern")
+    yield daemon
+    daemon.stop()
+
+
+def texts(events: list[dict], kind: str) -> list[str]:
+    return [e["text"] for e in events if e["type"] == kind]
+
+
+# ------------------------------------------------------------------------------------- basics
+
+
+def test_ping_and_fast_start(d: Daemon) -> None:
+    assert d.client.get("/ping").status_code == 200
+    assert d.time_to_listen < 2.0
+
+
+def test_unknown_route_404(d: Daemon) -> None:
+    r = d.client.get("/nope")
+    assert r.status_code == 404
+
+
+def test_command_events_shape(d: Daemon) -> None:
+    ev = d.events({"command": "echo out; echo err >&2"})
+    assert ev[0]["type"] == "init"
+    assert len(ev[0]["text"]) > 8
+    assert ev[0]["timestamp"] > 0
+    assert "".join(texts(ev, "stdout")) == "out\n"
+    assert "".join(texts(ev, "stderr")) == "err\n"
+    assert ev[-1]["type"] == "execution_complete"
+
+
+def test_nonzero_exit_error_event(d: Daemon) -> None:
+    ev = d.events({"command": "exit 7"})
+    assert ev[-1]["type"] == "error"
+    assert ev[-1]["error"] == {
+        "ename": "CommandExecError",
+        "evalue": "7",
+        "traceback": ["exit status 7"],
+    }
+
+
+def test_missing_program_127(d: Daemon) -> None:
+    ev = d.events({"command": "definitely-not-a-program-xyz"})
+    assert ev[-1]["error"]["evalue"] == "127"
+    assert "not found" in "".join(texts(ev, "stderr"))
+    ev = d.events({"argv": ["definitely-not-a-program-xyz"]})
+    assert ev[0]["type"] == "init"
+    assert ev[-1]["error"]["evalue"] == "127"
+
+
+def test_argv_no_shell(d: Daemon) -> None:
+    ev = d.events({"argv": ["printf", "%s|", "a b", "$HOME", "*"]})
+    assert "".join(texts(ev, "stdout")) == "a b|$HOME|*|"
+
+
+def test_cwd_envs_and_missing_cwd(d: Daemon, workdir: Path) -> None:
+    sub = workdir / "cwdtest"
+    sub.mkdir()
+    ev = d.events({"command": "pwd; echo $FOO", "cwd": str(sub), "envs": {"FOO": "bar"}})
+    assert "".join(texts(ev, "stdout")) == f"{sub}\nbar\n"
+    r = d.client.post("/command", json={"command": "pwd", "cwd": str(workdir / "missing")})
+    assert r.status_code == 400
+    body = r.json()
+    assert body["code"] == "INVALID_REQUEST_BODY"
+    assert "no such file or directory" in body["message"]
+    r = d.client.post("/command", json={"cwd": "/"})
+    assert r.status_code == 400
+    assert r.json()["code"] == "INVALID_REQUEST_BODY"
+
+
+def test_timeout_kills_process_group(d: Daemon, workdir: Path) -> None:
+    pidfile = workdir / "child.pid"
+    t = time.monotonic()
+    ev = d.events({"command": f"sleep 30 & echo $! > {pidfile}; wait", "timeout": 500})
+    assert time.monotonic() - t < 5
+    assert ev[-1]["type"] == "error"
+    assert ev[-1]["error"]["evalue"] == "-1"
+    assert ev[-1]["error"]["traceback"] == ["signal: killed"]
+    child = int(pidfile.read_text())
+    time.sleep(0.2)
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_completion_does_not_wait_for_background_children(d: Daemon) -> None:
+    t = time.monotonic()
+    ev = d.events({"command": "sleep 3 & echo done"})
+    assert time.monotonic() - t < 2
+    assert ev[-1]["type"] == "execution_complete"
+    assert "".join(texts(ev, "stdout")) == "done\n"
+
+
+def test_go_json_escaping_and_invalid_utf8(d: Daemon) -> None:
+    with d.client.stream(
+        "POST", "/command", json={"command": "printf '<a&b>'; printf 'x\\377y'"}
+    ) as r:
+        raw = r.read()
+    assert b"\\u003ca\\u0026b\\u003e" in raw
+    ev = [json.loads(f) for f in raw.decode().split("\n\n") if f]
+    assert "".join(texts(ev, "stdout")) == "<a&b>x\ufffdy"
+
+
+def test_64_concurrent_commands(d: Daemon) -> None:
+    def one(i: int) -> str:
+        body = {"command": f"sleep 0.3; echo n{i}"}
+        with (
+            httpx.Client(base_url=d.url, timeout=60) as c,
+            c.stream("POST", "/command", json=body) as r,
+        ):
+            raw = r.read().decode()
+        return raw
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    t = time.monotonic()
+    with ThreadPoolExecutor(64) as pool:
+        results = list(pool.map(one, range(64)))
+    elapsed = time.monotonic() - t
+    for i, raw in enumerate(results):
+        assert f'"text":"n{i}\\n"' in raw
+        assert '"execution_complete"' in raw
+    assert elapsed < 10
+
+
+def test_background_status_logs_interrupt(d: Daemon) -> None:
+    ev = d.events({"command": "echo one; echo two >&2; sleep 30", "background": True})
+    assert [e["type"] for e in ev] == ["init", "execution_complete"]
+    cid = ev[0]["text"]
+    time.sleep(0.3)
+    st = d.client.get(f"/command/status/{cid}").json()
+    assert st["id"] == cid
+    assert st["running"] is True
+    assert "exit_code" not in st
+    assert st["started_at"]
+    r = d.client.get(f"/command/{cid}/logs")
+    assert r.status_code == 200
+    assert r.text == "one\ntwo\n"
+    assert r.headers["EXECD-COMMANDS-TAIL-CURSOR"] == str(len("one\ntwo\n"))
+    r = d.client.get(f"/command/{cid}/logs", params={"cursor": 4})
+    assert r.text == "two\n"
+    assert d.client.delete("/command", params={"id": cid}).status_code == 200
+    time.sleep(0.2)
+    st = d.client.get(f"/command/status/{cid}").json()
+    assert st["running"] is False
+    assert st["exit_code"] == -1
+    assert st["finished_at"]
+    assert st["error"] == "signal: terminated"
+    assert d.client.get("/command/status/nope").status_code == 404
+    r = d.client.delete("/command", params={"id": cid})
+    assert r.status_code == 500
+    assert "not running" in r.json()["message"]
+
+
+def test_interrupt_foreground(d: Daemon) -> None:
+    import threading
+
+    ids: list[str] = []
+    out: list[list[dict]] = []
+
+    def run() -> None:
+        with d.client.stream("POST", "/command", json={"command": "sleep 30"}) as r:
+            buf = b""
+            events = []
+            for chunk in r.iter_bytes():
+                buf += chunk
+                while b"\n\n" in buf:
+                    frame, buf = buf.split(b"\n\n", 1)
+                    events.append(json.loads(frame))
+                    if events[-1]["type"] == "init":
+                        ids.append(events[-1]["text"])
+            out.append(events)
+
+    th = threading.Thread(target=run)
+    th.start()
+    deadline = time.monotonic() + 5
+    while not ids and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert d.client.delete("/command", params={"id": ids[0]}).status_code == 200
+    th.join(10)
+    assert out
+    assert out[0][-1]["type"] == "error"
+    assert out[0][-1]["error"]["evalue"] == "-1"
+
+
+def test_sessions(d: Daemon, workdir: Path) -> None:
+    sid = d.client.post("/session", json={"cwd": str(workdir)}).json()["session_id"]
+    with d.client.stream(
+        "POST", f"/session/{sid}/run", json={"command": "export ZZ=42; cd /tmp; echo hi"}
+    ) as r:
+        ev = [json.loads(f) for f in r.read().decode().split("\n\n") if f]
+    assert texts(ev, "stdout") == ["hi"]
+    assert ev[-1]["type"] == "execution_complete"
+    with d.client.stream(
+        "POST", f"/session/{sid}/run", json={"command": "echo $ZZ; pwd; exit 3"}
+    ) as r:
+        ev = [json.loads(f) for f in r.read().decode().split("\n\n") if f]
+    assert texts(ev, "stdout") == ["42", "/tmp"]
+    assert ev[-1]["error"]["evalue"] == "3"
+    assert d.client.delete(f"/session/{sid}").status_code == 200
+    assert d.client.delete(f"/session/{sid}").status_code == 404
+
+
+def test_access_token(workdir: Path) -> None:
+    daemon = Daemon(workdir, "modern", {"EXECD_ACCESS_TOKEN": "s3cret"})
+    try:
+        r = daemon.client.get("/ping")
+        assert r.status_code == 401
+        assert "X-EXECD-ACCESS-TOKEN" in r.json()["error"]
+        assert (
+            daemon.client.get("/ping", headers={"X-EXECD-ACCESS-TOKEN": "s3cret"}).status_code
+            == 200
+        )
+    finally:
+        daemon.stop()
+
+
+def test_grace_period_default(workdir: Path) -> None:
+    daemon = Daemon(workdir, "modern", {"EXECD_API_GRACE_SHUTDOWN": "1s"})
+    try:
+        t = time.monotonic()
+        ev = daemon.events({"command": "true"})
+        assert ev[-1]["type"] == "execution_complete"
+        assert time.monotonic() - t >= 0.95
+    finally:
+        daemon.stop()
+
+
+# -------------------------------------------------------------------------------------- framing
+
+FRAMING_CMD = "printf 'a\\n\\nb\\r\\nc'"
+
+
+def test_framing_modern(d: Daemon) -> None:
+    ev = d.events({"command": FRAMING_CMD})
+    assert "".join(texts(ev, "stdout")) == "a\n\nb\r\nc"
+
+
+@pytest.mark.parametrize(
+    ("framing", "expected"),
+    [("legacy", ["a", "\n", "b", "c"]), ("ancient", ["a", "b", "c"])],
+)
+def test_framing_line_modes(workdir: Path, framing: str, expected: list[str]) -> None:
+    daemon = Daemon(workdir, framing)
+    try:
+        assert texts(daemon.events({"command": FRAMING_CMD}), "stdout") == expected
+        ev = daemon.events({"command": "printf 'x\\n\\n\\ny\\n'"})
+        assert texts(ev, "stdout") == (
+            ["x", "\n", "\n", "y"] if framing == "legacy" else ["x", "y"]
+        )
+        ev = daemon.events({"command": "head -c 1048576 /dev/zero | tr '\\0' 'q'; echo"})
+        assert texts(ev, "stdout") == ["q" * 1048576]
+        r = daemon.client.post("/command", json={"argv": ["true"]})
+        assert r.status_code == 400
+    finally:
+        daemon.stop()
+
+
+def test_modern_one_mib_line(d: Daemon) -> None:
+    ev = d.events({"command": "head -c 1048576 /dev/zero | tr '\\0' 'q'; echo"})
+    assert "".join(texts(ev, "stdout")) == "q" * 1048576 + "\n"
+
+
+# ---------------------------------------------------------------------------------------- files
+
+
+def upload(d: Daemon, items: list[tuple[dict, bytes]], chunked: bool = False) -> httpx.Response:
+    boundary = "XbOuNdArYx"
+    parts = []
+    for meta, data in items:
+        parts.append(
+            f"--{boundary}\r\n"
+            'Content-Disposition: form-data; name="metadata"; filename="metadata"\r\n'
+            f"Content-Type: application/json\r\n\r\n{json.dumps(meta)}\r\n".encode()
+        )
+        parts.append(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="f"\r\n'
+            f"Content-Type: application/octet-stream\r\n\r\n".encode()
+            + data
+            + b"\r\n"
+        )
+    parts.append(f"--{boundary}--\r\n".encode())
+    headers = {"content-type": f"multipart/form-data; boundary={boundary}"}
+    if chunked:
+        return d.client.post("/files/upload", content=iter(parts), headers=headers)
+    return d.client.post("/files/upload", content=b"".join(parts), headers=headers)
+
+
+def test_upload_modes_and_quirks(d: Daemon, workdir: Path) -> None:
+    p = workdir / "up" / "deep" / "a.txt"
+    assert upload(d, [({"path": str(p), "mode": 644}, b"hello")]).status_code == 200
+    assert p.read_bytes() == b"hello"
+    assert stat.S_IMODE(p.stat().st_mode) == 0o644
+    assert upload(d, [({"path": str(p), "mode": 420}, b"hi")], chunked=True).status_code == 200
+    assert p.read_bytes() == b"hi"
+    assert stat.S_IMODE(p.stat().st_mode) == 0o420
+    r = upload(d, [({"path": str(p), "mode": 493}, b"partial")])
+    assert r.status_code == 500
+    assert r.json()["code"] == "RUNTIME_ERROR"
+    assert 'strconv.ParseUint: parsing "493": invalid syntax' in r.json()["message"]
+    assert p.read_bytes() == b"partial"  # not atomic: written before the chmod failed
+    # mode 0 / absent: no chmod, existing mode kept
+    os.chmod(p, 0o600)
+    assert upload(d, [({"path": str(p)}, b"z")]).status_code == 200
+    assert stat.S_IMODE(p.stat().st_mode) == 0o600
+    # symlinks are followed
+    real = workdir / "real.txt"
+    real.write_text("old")
+    link = workdir / "link.txt"
+    link.symlink_to(real)
+    assert upload(d, [({"path": str(link), "mode": 644}, b"new")]).status_code == 200
+    assert link.is_symlink()
+    assert real.read_text() == "new"
+    # multi-file upload stops at the first error, earlier files already written
+    first, blocker = workdir / "m1.txt", workdir / "blocker"
+    blocker.write_text("x")
+    third = workdir / "m3.txt"
+    r = upload(
+        d,
+        [
+            ({"path": str(first)}, b"1"),
+            ({"path": str(blocker / "x")}, b"2"),
+            ({"path": str(third)}, b"3"),
+        ],
+    )
+    assert r.status_code == 500
+    assert "not a directory" in r.json()["message"]
+    assert first.read_text() == "1"
+    assert not third.exists()
+
+
+def test_file_info_search_list(d: Daemon, workdir: Path) -> None:
+    base = workdir / "info"
+    (base / "sub").mkdir(parents=True)
+    (base / "a.py").write_text("abc")
+    (base / "sub" / "b.py").write_text("x")
+    (base / "c.txt").write_text("y")
+    os.chmod(base / "a.py", 0o640)
+    r = d.client.get("/files/info", params=[("path", str(base / "a.py")), ("path", str(base))])
+    info = r.json()
+    a = info[str(base / "a.py")]
+    assert a["type"] == "file"
+    assert a["size"] == 3
+    assert a["mode"] == 640
+    assert set(a) == {"path", "type", "size", "modified_at", "created_at", "owner", "group", "mode"}
+    assert info[str(base)]["type"] == "directory"
+    r = d.client.get("/files/info", params={"path": str(base / "missing")})
+    assert r.status_code == 404
+    assert r.json()["code"] == "FILE_NOT_FOUND"
+    found = d.client.get("/files/search", params={"path": str(base), "pattern": "*.py"}).json()
+    assert sorted(f["path"] for f in found) == [str(base / "a.py"), str(base / "sub" / "b.py")]
+    listed = d.client.get("/directories/list", params={"path": str(base)}).json()
+    assert [e["path"] for e in listed] == [str(base / n) for n in ("a.py", "c.txt", "sub")]
+    deep = d.client.get("/directories/list", params={"path": str(base), "depth": 2}).json()
+    assert str(base / "sub" / "b.py") in [e["path"] for e in deep]
+
+
+def test_download_range_404_dir_and_delete(d: Daemon, workdir: Path) -> None:
+    f = workdir / "dl.bin"
+    f.write_bytes(bytes(range(256)))
+    r = d.client.get("/files/download", params={"path": str(f)})
+    assert r.status_code == 200
+    assert r.content == bytes(range(256))
+    r = d.client.get("/files/download", params={"path": str(f)}, headers={"Range": "bytes=10-19"})
+    assert r.status_code == 206
+    assert r.content == bytes(range(10, 20))
+    assert r.headers["Content-Range"] == "bytes 10-19/256"
+    r = d.client.get("/files/download", params={"path": str(f)}, headers={"Range": "bytes=-6"})
+    assert r.status_code == 206
+    assert r.content == bytes(range(250, 256))
+    r = d.client.get("/files/download", params={"path": str(workdir / "nope")})
+    assert r.status_code == 404
+    assert "open " in r.json()["message"]
+    r = d.client.get("/files/download", params={"path": str(workdir)})
+    assert r.status_code == 500
+    r = d.client.delete("/files", params={"path": str(workdir)})
+    assert r.status_code == 500
+    assert "is a directory" in r.json()["message"]
+    assert d.client.delete("/files", params={"path": str(f)}).status_code == 200
+    assert not f.exists()
+    assert d.client.delete("/files", params={"path": str(f)}).status_code == 200
+
+
+def test_dirs_mv_permissions_replace(d: Daemon, workdir: Path) -> None:
+    nd = workdir / "nd" / "x"
+    assert d.client.post("/directories", json={str(nd): {"mode": 700}}).status_code == 200
+    assert stat.S_IMODE(nd.stat().st_mode) == 0o700
+    src = nd / "s.txt"
+    src.write_text("hello localhost")
+    assert (
+        d.client.post("/files/mv", json=[{"src": str(src), "dest": str(nd / "t.txt")}]).status_code
+        == 200
+    )
+    r = d.client.post("/files/mv", json=[{"src": str(src), "dest": str(nd / "u.txt")}])
+    assert r.status_code == 404
+    assert (
+        d.client.post("/files/permissions", json={str(nd / "t.txt"): {"mode": 600}}).status_code
+        == 200
+    )
+    assert stat.S_IMODE((nd / "t.txt").stat().st_mode) == 0o600
+    r = d.client.post("/files/permissions", json={str(nd / "t.txt"): {"mode": 789}})
+    assert r.status_code == 500
+    assert "invalid syntax" in r.json()["message"]
+    r = d.client.post(
+        "/files/replace",
+        params={"verbose": "true"},
+        json={str(nd / "t.txt"): {"old": "localhost", "new": "0.0.0.0"}},
+    )
+    assert r.json() == {str(nd / "t.txt"): {"replacedCount": 1}}
+    assert (nd / "t.txt").read_text() == "hello 0.0.0.0"
+    assert d.client.delete("/directories", params={"path": str(workdir / "nd")}).status_code == 200
+    assert not (workdir / "nd").exists()
+    assert d.client.delete("/directories", params={"path": str(workdir / "nd")}).status_code == 200
+
+
+def test_metrics(d: Daemon) -> None:
+    m = d.client.get("/metrics").json()
+    assert m["cpu_count"] >= 1
+    assert m["mem_total_mib"] > 0
+    assert m["timestamp"] > 0
+
+
+def test_proxy(d: Daemon) -> None:
+    import http.server
+    import threading
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            out = json.dumps(
+                {
+                    "path": self.path,
+                    "body": body.decode(),
+                    "xff": self.headers.get("X-Forwarded-Proto"),
+                }
+            ).encode()
+            self.send_response(201)
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    srv = http.server.HTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        r = d.client.post(f"/proxy/{srv.server_address[1]}/x/y?q=1", content=b"payload")
+        assert r.status_code == 201
+        assert r.json() == {"path": "/x/y?q=1", "body": "payload", "xff": "http"}
+    finally:
+        srv.shutdown()
+
+
+def test_fifo_download_blocks(d: Daemon, workdir: Path) -> None:
+    fifo = workdir / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(httpx.ReadTimeout):
+        d.client.get("/files/download", params={"path": str(fifo)}, timeout=0.5)
+    with open(fifo, "wb") as fh:  # unblock the daemon's open()
+        fh.write(b"")
+
+
+# -------------------------------------------------------------------------------- via the SDK
+
+
+async def test_sdk_adapters(d: Daemon, workdir: Path) -> None:
+    from opensandbox.adapters.command_adapter import CommandsAdapter
+    from opensandbox.adapters.filesystem_adapter import FilesystemAdapter
+    from opensandbox.config import ConnectionConfig
+    from opensandbox.models.execd import RunCommandOpts
+    from opensandbox.models.filesystem import WriteEntry
+    from opensandbox.models.sandboxes import SandboxEndpoint
+
+    cfg = ConnectionConfig(domain=f"127.0.0.1:{d.port}", use_server_proxy=False)
+    ep = SandboxEndpoint(endpoint=f"127.0.0.1:{d.port}")
+    cmds = CommandsAdapter(cfg, ep)
+    fs = FilesystemAdapter(cfg, ep)
+
+    ex = await cmds.run("echo hello; echo oops >&2; exit 4")
+    assert ex.exit_code == 4
+    assert "".join(m.text for m in ex.logs.stdout) == "hello\n"
+    assert "".join(m.text for m in ex.logs.stderr) == "oops\n"
+    ex = await cmds.run(["sh", "-c", "printf ok"])
+    assert ex.exit_code == 0
+    assert "".join(m.text for m in ex.logs.stdout) == "ok"
+    ex = await cmds.run("sleep 10", opts=RunCommandOpts(timeout=timedelta(milliseconds=300)))
+    assert ex.exit_code == -1
+    ex = await cmds.run("no-such-program-abc")
+    assert ex.exit_code == 127
+    results = await asyncio.gather(*(cmds.run(f"echo {i}") for i in range(16)))
+    assert [r.exit_code for r in results] == [0] * 16
+
+    target = workdir / "sdk" / "all.bin"
+    payload = bytes(range(256)) * 4
+    await fs.write_files([WriteEntry(path=str(target), data=payload, mode=644)])
+    assert target.read_bytes() == payload
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    assert await fs.read_bytes(str(target)) == payload
+    assert await fs.read_bytes(str(target), range_header="bytes=0-255") == bytes(range(256))
+    await fs.write_files([WriteEntry(path=str(target), data=b"x")])  # SDK default mode 755
+    assert stat.S_IMODE(target.stat().st_mode) == 0o755
+    info = await fs.get_file_info([str(target)])
+    assert info[str(target)].size == 1
