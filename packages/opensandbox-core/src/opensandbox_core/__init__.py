@@ -1,5 +1,60 @@
-"""opensandbox-core."""
+"""opensandbox-core: one sandbox on a self-hosted OpenSandbox server, for any agent loop.
+
+```python
+from opensandbox_core import AsyncSandboxSession, SandboxSpec
+
+async with AsyncSandboxSession(SandboxSpec(image="python:3.13-slim")) as sandbox:
+    result = await sandbox.run("python3 -c 'print(6 * 7)'")
+```
+
+The connection comes from `OPEN_SANDBOX_DOMAIN` and `OPEN_SANDBOX_API_KEY` unless a `Connection` is
+given. See `docs/core.md` for the guide.
+"""
+
+from ._admin import SandboxSummary, destroy_sandbox, list_sandboxes, remove_sandboxes
+from ._config import Connection, SandboxSpec
+from ._errors import (
+    CommandTimeoutError,
+    ConfigurationError,
+    InsecureSandboxWarning,
+    OpenSandboxError,
+    OutputLimitError,
+    SandboxUnavailableError,
+    ServerError,
+    UnsupportedDaemonError,
+)
+from ._framing import Framing
+from ._session import DEFAULT, LIBRARY_KEY, OWNER_KEY, AsyncSandboxSession, OutputCallback
+from ._sync import SandboxSession, run_blocking
+from ._types import CommandResult, FileInfo, TransferResult
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = [
+    "DEFAULT",
+    "LIBRARY_KEY",
+    "OWNER_KEY",
+    "AsyncSandboxSession",
+    "CommandResult",
+    "CommandTimeoutError",
+    "ConfigurationError",
+    "Connection",
+    "FileInfo",
+    "Framing",
+    "InsecureSandboxWarning",
+    "OpenSandboxError",
+    "OutputCallback",
+    "OutputLimitError",
+    "SandboxSession",
+    "SandboxSpec",
+    "SandboxSummary",
+    "SandboxUnavailableError",
+    "ServerError",
+    "TransferResult",
+    "UnsupportedDaemonError",
+    "__version__",
+    "destroy_sandbox",
+    "list_sandboxes",
+    "remove_sandboxes",
+    "run_blocking",
+]

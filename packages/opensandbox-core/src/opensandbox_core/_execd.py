@@ -1,0 +1,252 @@
+"""A small HTTP client for one sandbox's execd, bound to one event loop.
+
+The SDK's command and file adapters hide what the session needs to control: the raw event texts
+(to rebuild output exactly), the execution id (to interrupt on timeout or cancellation), streaming
+bodies in both directions (bounded memory for large files), and status codes with execd's error
+codes (to tell a missing path from a missing sandbox). So commands and files go through this
+client, addressed with the endpoint and headers that the SDK resolved (direct or server proxy).
+
+Every httpx failure leaves this module as an httpx exception or an `ExecdError`; the session maps
+them through `_errors` (the one translation point).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+logger = logging.getLogger(__name__)
+
+EXECD_PORT = 44772
+
+
+@dataclass(frozen=True)
+class ExecdEndpoint:
+    """Where one sandbox's execd answers, and the headers each request needs."""
+
+    base_url: str
+    headers: Mapping[str, str]
+
+    def __repr__(self) -> str:  # headers may hold the API key (server proxy mode)
+        return f"ExecdEndpoint(base_url={self.base_url!r})"
+
+
+class ExecdError(Exception):
+    """execd (or the proxy in front of it) answered with an error status."""
+
+    def __init__(self, status: int, code: str, message: str, *, from_execd: bool) -> None:
+        super().__init__(f"HTTP {status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.from_execd = from_execd
+
+
+async def _raise_for(response: httpx.Response) -> None:
+    if response.status_code < 400:
+        return
+    body = await response.aread()
+    code, message, from_execd = "", body[:500].decode("utf-8", "replace"), False
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        detail = data.get("detail")
+        if isinstance(detail, dict):  # FastAPI-style error from the server's proxy
+            data = detail
+        code = str(data.get("code") or "")
+        message = str(data.get("message") or message)
+        # execd's own error codes are upper snake case without a component prefix such as
+        # "DOCKER::" or "SANDBOX_"; errors of the server (or its proxy) carry one of those.
+        from_execd = bool(code) and "::" not in code and not code.startswith("SANDBOX")
+    raise ExecdError(response.status_code, code, message, from_execd=from_execd)
+
+
+def _parse_event(line: str) -> dict[str, Any] | None:
+    line = line.strip()
+    if not line or line.startswith(":"):
+        return None
+    if line.startswith("data:"):
+        line = line[5:].strip()
+    elif line.startswith(("event:", "id:", "retry:")):
+        return None
+    try:
+        event = json.loads(line)
+    except ValueError:
+        logger.debug("ignoring a malformed execd event line (%d chars)", len(line))
+        return None
+    return event if isinstance(event, dict) else None
+
+
+class ExecdClient:
+    """HTTP calls to one execd. Not thread-safe; one per event loop."""
+
+    def __init__(
+        self,
+        endpoint: ExecdEndpoint,
+        *,
+        transport: httpx.AsyncBaseTransport | None,
+        request_timeout: float,
+    ) -> None:
+        self.endpoint = endpoint
+        self._owns_transport = transport is None
+        self._transport = transport or httpx.AsyncHTTPTransport(
+            limits=httpx.Limits(max_connections=200, max_keepalive_connections=64)
+        )
+        self._timeout = httpx.Timeout(request_timeout)
+        self._client = httpx.AsyncClient(
+            base_url=endpoint.base_url,
+            headers=dict(endpoint.headers),
+            transport=self._transport,
+            timeout=self._timeout,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+        if self._owns_transport:
+            await self._transport.aclose()
+
+    # -- basics ---------------------------------------------------------------------------
+    async def ping(self, timeout: float = 2.0) -> bool:
+        try:
+            response = await self._client.get("/ping", timeout=timeout)
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
+
+    # -- commands -------------------------------------------------------------------------
+    async def run_events(self, body: Mapping[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        """POST /command and yield its events as they arrive. No read timeout."""
+        timeout = httpx.Timeout(
+            self._timeout.connect, read=None, write=self._timeout.write, pool=None
+        )
+        async with self._client.stream(
+            "POST",
+            "/command",
+            json=dict(body),
+            headers={"Accept": "text/event-stream", "Cache-Control": "no-cache"},
+            timeout=timeout,
+        ) as response:
+            await _raise_for(response)
+            async for line in response.aiter_lines():
+                event = _parse_event(line)
+                if event is not None:
+                    yield event
+
+    async def interrupt(self, execution_id: str) -> None:
+        response = await self._client.delete("/command", params={"id": execution_id}, timeout=10.0)
+        await _raise_for(response)
+
+    async def command_status(self, execution_id: str) -> dict[str, Any]:
+        response = await self._client.get(f"/command/status/{quote(execution_id, safe='')}")
+        await _raise_for(response)
+        data = response.json()
+        return data if isinstance(data, dict) else {}
+
+    async def command_logs(self, execution_id: str, cursor: int | None) -> tuple[str, int | None]:
+        params = {"cursor": cursor} if cursor is not None else None
+        response = await self._client.get(
+            f"/command/{quote(execution_id, safe='')}/logs", params=params
+        )
+        await _raise_for(response)
+        raw = response.headers.get("EXECD-COMMANDS-TAIL-CURSOR")
+        return response.text, int(raw) if raw and raw.lstrip("-").isdigit() else None
+
+    # -- files ----------------------------------------------------------------------------
+    async def info(self, paths: list[str]) -> dict[str, dict[str, Any]]:
+        response = await self._client.get("/files/info", params=[("path", p) for p in paths])
+        await _raise_for(response)
+        data = response.json()
+        return data if isinstance(data, dict) else {}
+
+    async def list_dir(self, path: str) -> list[dict[str, Any]]:
+        response = await self._client.get("/directories/list", params={"path": path, "depth": 1})
+        await _raise_for(response)
+        data = response.json()
+        return data if isinstance(data, list) else []
+
+    async def make_dirs(self, paths: Mapping[str, int]) -> None:
+        body = {p: {"mode": mode} for p, mode in paths.items()}
+        response = await self._client.post("/directories", json=body)
+        await _raise_for(response)
+
+    async def remove_dirs(self, paths: list[str]) -> None:
+        response = await self._client.delete("/directories", params=[("path", p) for p in paths])
+        await _raise_for(response)
+
+    async def remove_files(self, paths: list[str]) -> None:
+        response = await self._client.delete("/files", params=[("path", p) for p in paths])
+        await _raise_for(response)
+
+    async def move(self, src: str, dest: str) -> None:
+        response = await self._client.post("/files/mv", json=[{"src": src, "dest": dest}])
+        await _raise_for(response)
+
+    async def upload(
+        self,
+        path: str,
+        data: bytes | AsyncIterable[bytes],
+        *,
+        mode: int,
+        owner: str | None = None,
+        group: str | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        """Upload one file (multipart: a `metadata` part, then a `file` part), streamed."""
+        meta: dict[str, Any] = {"path": path, "mode": mode}
+        if owner:
+            meta["owner"] = owner
+        if group:
+            meta["group"] = group
+        boundary = "osb-" + _random_token()
+        head = (
+            f"--{boundary}\r\n"
+            'Content-Disposition: form-data; name="metadata"; filename="metadata"\r\n'
+            "Content-Type: application/json\r\n\r\n"
+            f"{json.dumps(meta)}\r\n"
+            f"--{boundary}\r\n"
+            'Content-Disposition: form-data; name="file"; filename="file"\r\n'
+            "Content-Type: application/octet-stream\r\n\r\n"
+        ).encode()
+        tail = f"\r\n--{boundary}--\r\n".encode()
+        headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+        content: bytes | AsyncIterator[bytes]
+        if isinstance(data, bytes | bytearray | memoryview):
+            content = b"".join((head, bytes(data), tail))
+            headers["Content-Length"] = str(len(content))
+        else:
+
+            async def stream() -> AsyncIterator[bytes]:
+                yield head
+                async for chunk in data:
+                    yield chunk
+                yield tail
+
+            content = stream()
+        request_timeout = httpx.Timeout(
+            self._timeout.connect, read=timeout, write=timeout, pool=self._timeout.pool
+        )
+        response = await self._client.post(
+            "/files/upload", content=content, headers=headers, timeout=request_timeout
+        )
+        await _raise_for(response)
+
+    async def download(self, path: str, *, chunk_size: int = 1 << 20) -> AsyncIterator[bytes]:
+        """Stream a file's bytes (no read timeout beyond the per-chunk request timeout)."""
+        async with self._client.stream("GET", "/files/download", params={"path": path}) as response:
+            await _raise_for(response)
+            async for chunk in response.aiter_bytes(chunk_size):
+                yield chunk
+
+
+def _random_token() -> str:
+    import secrets
+
+    return secrets.token_hex(12)

@@ -1,0 +1,1316 @@
+"""`AsyncSandboxSession`: one sandbox, created or attached on first use.
+
+Verified against opensandbox-server 1.1.1 and the opensandbox SDK 1.1.1 (November 2026) with the
+project's execd-compatible testbed daemon in its three framing modes.
+
+Rules this module keeps:
+- Construction does no I/O. The first operation creates the sandbox (built from a `SandboxSpec`)
+  or attaches (built with a sandbox id); concurrent first operations, from one or several event
+  loops, share one start.
+- The id is recorded the moment the server answers the create, and never changes. If the answer
+  is lost (timeout, dropped connection, 502/503/504), the sandbox is found again by the ownership
+  tag that this session put in its metadata, instead of creating a second one.
+- HTTP clients are per event loop (httpx's async clients are bound to the loop that opened them),
+  so one session serves the blocking façade's loop and the caller's loop alike.
+- A session destroys its sandbox only when asked (`destroy()`), or on leaving `async with` when
+  it created the sandbox itself. Closing (`aclose()`) only releases local connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import errno
+import inspect
+import logging
+import math
+import posixpath
+import shlex
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import httpx
+
+from . import _errors
+from ._config import Connection, SandboxSpec, validate_env
+from ._errors import (
+    CommandTimeoutError,
+    ConfigurationError,
+    OutputLimitError,
+    SandboxUnavailableError,
+    ServerError,
+    UnsupportedDaemonError,
+    new_path_error,
+    path_error,
+)
+from ._execd import EXECD_PORT, ExecdClient, ExecdEndpoint, ExecdError
+from ._framing import PROBE_COMMAND, Framing, OutputBuffer, classify_probe, rebuild
+from ._types import CommandResult, FileInfo, FileKind, TransferResult
+
+if TYPE_CHECKING:
+    from opensandbox.config import ConnectionConfig
+    from opensandbox.services.sandbox import Sandboxes
+
+__all__ = [
+    "DEFAULT",
+    "LIBRARY_KEY",
+    "OWNER_KEY",
+    "AsyncSandboxSession",
+    "OutputCallback",
+]
+
+logger = logging.getLogger(__name__)
+
+OWNER_KEY: Final = "opensandbox-agents.owner"
+"""Metadata key whose value is unique to the session object that created the sandbox."""
+LIBRARY_KEY: Final = "opensandbox-agents.library"
+"""Metadata key naming this library on every sandbox it creates."""
+LIBRARY_VALUE: Final = "opensandbox-core"
+
+DEFAULT_WORKING_DIR: Final = "/workspace"
+DEFAULT_TIMEOUT: Final = 1800.0
+DEFAULT_MAX_OUTPUT: Final = 16 * 1024 * 1024
+_READY_POLL = 0.025
+_RECOVER_POLL = 0.5
+_FILE_MODE_NEW = 0o644
+_DIR_MODE = 0o755
+_TRANSFER_CONCURRENCY = 8
+
+
+class _Default:
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+DEFAULT: Final = _Default()
+"""Sentinel: use the session's default (e.g. its default command timeout)."""
+
+OutputCallback = Callable[[Literal["stdout", "stderr"], str], Awaitable[None] | None]
+
+# Verdicts that hold for a sandbox whatever session asks: keyed by (domain, sandbox id).
+_framing_cache: dict[tuple[str, str], Framing] = {}
+_workdir_cache: dict[tuple[str, str, str | None], str] = {}
+
+
+def _octal_digits(mode: int) -> int:
+    """execd reads `mode` as an integer written in octal digits: 0o644 must be sent as 644."""
+    return int(format(mode & 0o7777, "o"))
+
+
+def _mode_from_digits(value: object) -> int:
+    try:
+        return int(str(value), 8)
+    except ValueError:
+        return 0
+
+
+def _parse_time(value: object) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    text = value.replace("Z", "+00:00")
+    with contextlib.suppress(ValueError):
+        return datetime.fromisoformat(text)
+    return None
+
+
+def _kind(value: object) -> FileKind:
+    if value in ("file", "directory", "symlink", "other"):
+        return value
+    return "other"
+
+
+@dataclass
+class _LoopClients:
+    """The HTTP clients of one event loop."""
+
+    sdk_config: ConnectionConfig
+    sandboxes: Sandboxes
+    execd: ExecdClient | None = None
+
+
+@dataclass
+class _Ready:
+    """Everything known once the sandbox is reachable; shared by all loops."""
+
+    endpoint: ExecdEndpoint
+    framing: Framing
+    working_dir: str
+
+
+@dataclass
+class _Renewal:
+    last: float = field(default_factory=time.monotonic)
+
+
+class AsyncSandboxSession:
+    """A session on one OpenSandbox sandbox: commands and files, created or attached lazily.
+
+    Build it with a `SandboxSpec` to create a sandbox on first use, or with `sandbox_id=` to
+    attach to an existing one (`AsyncSandboxSession.attach(id)`). Pass the id (`session.id`) to
+    another process or framework to share the sandbox.
+
+    ```python
+    async with AsyncSandboxSession(SandboxSpec(image="python:3.13-slim")) as sb:
+        result = await sb.run("python3 -c 'print(6 * 7)'")
+        await sb.write_bytes("data.bin", b"\\x00\\x01")
+    # the sandbox is destroyed here, because this session created it
+    ```
+
+    - `working_dir`: absolute directory that commands start in and relative paths resolve
+      against; created on first use. `None` uses the image's own directory.
+    - `env`: variables every command gets (a command's `env` goes on top). Kept out of `repr()`.
+    - `default_timeout`: seconds a command may run when `run()` gets no timeout (None: no limit).
+    - `max_output`: bytes of stdout and of stderr kept per command; the rest is dropped and the
+      result says `truncated=True`.
+    - `recover_timeout`: how long to look for a sandbox whose create response was lost.
+    """
+
+    def __init__(
+        self,
+        spec: SandboxSpec | None = None,
+        *,
+        sandbox_id: str | None = None,
+        connection: Connection | None = None,
+        working_dir: str | None = DEFAULT_WORKING_DIR,
+        env: Mapping[str, str] | None = None,
+        default_timeout: float | None = DEFAULT_TIMEOUT,
+        max_output: int = DEFAULT_MAX_OUTPUT,
+        recover_timeout: float = 30.0,
+    ) -> None:
+        if spec is not None and not isinstance(spec, SandboxSpec):
+            raise ConfigurationError("spec must be a SandboxSpec.")
+        if (spec is None) == (sandbox_id is None):
+            raise ConfigurationError(
+                "Pass either a SandboxSpec (to create a sandbox) or sandbox_id (to attach), not "
+                + ("both." if spec is not None else "neither.")
+            )
+        if sandbox_id is not None and (not isinstance(sandbox_id, str) or not sandbox_id.strip()):
+            raise ConfigurationError("sandbox_id must be a non-empty string.")
+        if working_dir is not None and (
+            not isinstance(working_dir, str)
+            or not working_dir.startswith("/")
+            or "\0" in working_dir
+        ):
+            raise ConfigurationError(
+                f"working_dir must be an absolute path such as '/workspace', got {working_dir!r}."
+            )
+        if connection is not None and not isinstance(connection, Connection):
+            raise ConfigurationError("connection must be an opensandbox_core.Connection.")
+        self._timeout_default = _check_timeout(default_timeout, allow_none=True)
+        if isinstance(max_output, bool) or not isinstance(max_output, int) or max_output < 1024:
+            raise ConfigurationError("max_output must be an int of at least 1024 bytes.")
+        self._spec = spec
+        self._connection = connection or Connection()
+        self._working_dir_config = posixpath.normpath(working_dir) if working_dir else None
+        self._env = validate_env(env)
+        self._max_output = max_output
+        self._recover_timeout = float(recover_timeout)
+        self._owner_token = uuid.uuid4().hex
+        self._sandbox_id = sandbox_id.strip() if sandbox_id else None
+        self._owned = False
+        self._create_sent = False
+        self._destroyed = False
+        self._ready: _Ready | None = None
+        self._lock = threading.Lock()
+        self._start_future: concurrent.futures.Future[None] | None = None
+        self._loops: dict[asyncio.AbstractEventLoop, _LoopClients] = {}
+        self._renewal = _Renewal(last=0.0)
+        self._lifetime = spec.lifetime if spec is not None else None
+        self._connection.check_security()
+
+    # -- identity ---------------------------------------------------------------------------
+    @classmethod
+    def attach(cls, sandbox_id: str, **kwargs: Any) -> AsyncSandboxSession:
+        """A session on an existing sandbox. It never destroys the sandbox on its own."""
+        return cls(sandbox_id=sandbox_id, **kwargs)
+
+    @property
+    def id(self) -> str | None:
+        """The sandbox id, or None before a created sandbox exists."""
+        return self._sandbox_id
+
+    @property
+    def owned(self) -> bool:
+        """True when this session created the sandbox (and so may destroy it on exit)."""
+        return self._owned
+
+    @property
+    def owner_token(self) -> str:
+        """The value of the ownership tag (`OWNER_KEY`) this session puts on a sandbox it creates."""
+        return self._owner_token
+
+    @property
+    def spec(self) -> SandboxSpec | None:
+        return self._spec
+
+    @property
+    def connection(self) -> Connection:
+        return self._connection
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        return dict(self._env)
+
+    @property
+    def framing(self) -> Framing | None:
+        """The execd output framing, once known."""
+        return self._ready.framing if self._ready else None
+
+    def __repr__(self) -> str:
+        state = "destroyed" if self._destroyed else ("ready" if self._ready else "not started")
+        return (
+            f"{type(self).__name__}(id={self._sandbox_id!r}, owned={self._owned}, "
+            f"state={state!r}, connection={self._connection!r})"
+        )
+
+    # -- lifecycle --------------------------------------------------------------------------
+    async def start(self) -> str:
+        """Create or attach now (otherwise the first operation does it); return the sandbox id."""
+        await self._ensure()
+        assert self._sandbox_id is not None
+        return self._sandbox_id
+
+    async def working_dir(self) -> str:
+        """The canonical working directory (absolute, symlinks resolved)."""
+        await self._ensure()
+        assert self._ready is not None
+        return self._ready.working_dir
+
+    async def get_endpoint(self, port: int) -> tuple[str, dict[str, str]]:
+        """The address of `port` inside the sandbox, and the headers a client must send to it."""
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise ConfigurationError(f"port must be an int between 1 and 65535, got {port!r}.")
+        clients = await self._ensure()
+        assert self._sandbox_id is not None
+        try:
+            endpoint = await clients.sandboxes.get_sandbox_endpoint(
+                self._sandbox_id, port, clients.sdk_config.use_server_proxy
+            )
+        except Exception as exc:
+            _errors.translate(
+                exc, action=f"get the endpoint of port {port}", sandbox_id=self._sandbox_id
+            )
+        headers = endpoint.build_request_headers(clients.sdk_config)
+        return f"{clients.sdk_config.protocol}://{endpoint.endpoint}", headers
+
+    async def destroy(self) -> None:
+        """Delete the sandbox, files included. Quiet when it is already gone; idempotent."""
+        sandbox_id = self._sandbox_id
+        if sandbox_id is None or self._destroyed:
+            self._destroyed = self._destroyed or sandbox_id is not None
+            await self.aclose()
+            return
+        clients = self._clients()
+        try:
+            await clients.sandboxes.kill_sandbox(sandbox_id)
+            logger.info("Destroyed OpenSandbox sandbox %s", sandbox_id)
+        except Exception as exc:
+            if not _errors.is_not_found(exc):
+                await self.aclose()
+                _errors.translate(exc, action="destroy the sandbox", sandbox_id=sandbox_id)
+            logger.debug("sandbox %s was already gone", sandbox_id)
+        finally:
+            self._forget(sandbox_id)
+        self._destroyed = True
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close this event loop's HTTP clients. The sandbox keeps running."""
+        loop = asyncio.get_running_loop()
+        clients = self._loops.pop(loop, None)
+        # Clients of loops that are closed can no longer be awaited; drop them.
+        for other in [lp for lp in self._loops if lp.is_closed()]:
+            self._loops.pop(other, None)
+        if clients is None:
+            return
+        if clients.execd is not None:
+            with contextlib.suppress(Exception):
+                await clients.execd.aclose()
+        with contextlib.suppress(Exception):
+            close = getattr(clients.sandboxes, "close", None) or getattr(
+                clients.sandboxes, "aclose", None
+            )
+            if close is not None:
+                result = close()
+                if inspect.isawaitable(result):
+                    await result
+        with contextlib.suppress(Exception):
+            await clients.sdk_config.close_transport_if_owned()
+
+    async def __aenter__(self) -> AsyncSandboxSession:
+        await self._ensure()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._owned:
+            await self.destroy()
+        else:
+            await self.aclose()
+
+    # -- internals: clients and start -------------------------------------------------------
+    def _clients(self) -> _LoopClients:
+        loop = asyncio.get_running_loop()
+        clients = self._loops.get(loop)
+        if clients is None:
+            from opensandbox.adapters.factory import AdapterFactory
+
+            config = self._connection.build_sdk_config().with_transport_if_missing()
+            clients = _LoopClients(
+                sdk_config=config, sandboxes=AdapterFactory(config).create_sandbox_service()
+            )
+            self._loops[loop] = clients
+        if clients.execd is None and self._ready is not None:
+            clients.execd = self._new_execd(clients, self._ready.endpoint)
+        return clients
+
+    def _new_execd(self, clients: _LoopClients, endpoint: ExecdEndpoint) -> ExecdClient:
+        config = clients.sdk_config
+        # A transport the caller passed in is used (and left open); otherwise the client opens
+        # its own, without the SDK's retry wrapper: a command POST must never be sent twice.
+        return ExecdClient(
+            endpoint,
+            transport=None if config.owns_transport else config.transport,
+            request_timeout=config.request_timeout.total_seconds(),
+        )
+
+    async def _ensure(self) -> _LoopClients:
+        if self._destroyed:
+            raise SandboxUnavailableError(
+                f"Sandbox {self._sandbox_id} was destroyed by this session.",
+                sandbox_id=self._sandbox_id,
+            )
+        clients = self._clients()
+        if self._ready is not None:
+            await self._maybe_renew(clients)
+            return clients
+        while True:
+            with self._lock:
+                future = self._start_future
+                creator = future is None
+                if creator:
+                    future = self._start_future = concurrent.futures.Future()
+            assert future is not None
+            if creator:
+                break
+            try:
+                await asyncio.shield(asyncio.wrap_future(future))
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if future.cancelled() and (task is None or not task.cancelling()):
+                    continue  # the starter was cancelled; try again ourselves
+                raise
+            return self._clients()
+        try:
+            await self._start(clients)
+        except BaseException as exc:
+            with self._lock:
+                self._start_future = None
+            if isinstance(exc, Exception):
+                future.set_exception(exc)
+            else:
+                future.cancel()
+            raise
+        future.set_result(None)
+        return self._clients()
+
+    async def _start(self, clients: _LoopClients) -> None:
+        created = False
+        if self._sandbox_id is None:
+            await self._create(clients)
+            created = True
+        sandbox_id = self._sandbox_id
+        assert sandbox_id is not None
+        spec_timeout = self._spec.ready_timeout if self._spec else 60.0
+        endpoint = await self._resolve_endpoint(
+            clients, sandbox_id, wait=created, budget=spec_timeout
+        )
+        execd = self._new_execd(clients, endpoint)
+        try:
+            if created:
+                await self._wait_ready(execd, sandbox_id, spec_timeout)
+            framing, workdir = await self._probe(clients, execd, sandbox_id)
+        except BaseException:
+            await execd.aclose()
+            raise
+        clients.execd = execd
+        self._ready = _Ready(endpoint=endpoint, framing=framing, working_dir=workdir)
+        self._renewal.last = time.monotonic()
+
+    async def _create(self, clients: _LoopClients) -> None:
+        from opensandbox.models.sandboxes import NetworkPolicy, SandboxImageSpec
+
+        spec = self._spec
+        assert spec is not None
+        metadata = {**spec.metadata, OWNER_KEY: self._owner_token, LIBRARY_KEY: LIBRARY_VALUE}
+        if not self._create_sent:
+            self._create_sent = True
+            try:
+                response = await clients.sandboxes.create_sandbox(
+                    spec=SandboxImageSpec(image=spec.image),
+                    entrypoint=list(spec.entrypoint or ["tail", "-f", "/dev/null"]),
+                    env=dict(spec.env),
+                    metadata=metadata,
+                    timeout=timedelta(seconds=spec.lifetime) if spec.lifetime else None,
+                    resource=dict(spec.resource or {"cpu": "1", "memory": "2Gi"}),
+                    network_policy=None
+                    if spec.allow_internet_access
+                    else NetworkPolicy.model_validate({"defaultAction": "deny", "egress": []}),
+                    extensions={},
+                    volumes=None,
+                    secure_access=spec.secure_access,
+                )
+            except asyncio.CancelledError:
+                raise  # _create_sent stays True: the next start looks for the sandbox first
+            except Exception as exc:
+                if not _is_lost_response(exc):
+                    self._create_sent = False
+                    _errors.translate(exc, action=f"create a sandbox from image {spec.image!r}")
+                logger.warning(
+                    "The create response was lost (%s); looking for the sandbox by its tag",
+                    type(exc).__name__,
+                )
+                self._adopt(await self._recover(clients, exc))
+                return
+            self._adopt(response.id)
+            return
+        # A previous create attempt may have reached the server: find it before creating again.
+        found = await self._find_by_tag(clients)
+        if found is not None:
+            self._adopt(found)
+            return
+        self._create_sent = False
+        await self._create(clients)
+
+    def _adopt(self, sandbox_id: str) -> None:
+        self._sandbox_id = sandbox_id
+        self._owned = True
+        logger.info("Created OpenSandbox sandbox %s", sandbox_id)
+
+    async def _find_by_tag(self, clients: _LoopClients) -> str | None:
+        from opensandbox.models.sandboxes import SandboxFilter
+
+        result = await clients.sandboxes.list_sandboxes(
+            SandboxFilter(metadata={OWNER_KEY: self._owner_token}, page_size=20)
+        )
+        items = [
+            s
+            for s in result.sandbox_infos
+            if (s.metadata or {}).get(OWNER_KEY) == self._owner_token
+        ]
+        if not items:
+            return None
+        items.sort(key=lambda s: s.created_at)
+        for extra in items[1:]:  # never expected; keep one, remove duplicates we own
+            with contextlib.suppress(Exception):
+                await clients.sandboxes.kill_sandbox(extra.id)
+        return items[0].id
+
+    async def _recover(self, clients: _LoopClients, cause: Exception) -> str:
+        deadline = time.monotonic() + self._recover_timeout
+        last_error: Exception | None = None
+        while True:
+            try:
+                found = await self._find_by_tag(clients)
+            except Exception as exc:
+                last_error = exc
+                found = None
+            if found is not None:
+                logger.info("Recovered sandbox %s after a lost create response", found)
+                return found
+            if time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(_RECOVER_POLL)
+        self._create_sent = False
+        detail = f" (last listing error: {type(last_error).__name__})" if last_error else ""
+        raise ServerError(
+            "Could not create a sandbox: the server's answer was lost and no sandbox with this "
+            f"session's tag appeared within {self._recover_timeout:g} s{detail}. It is safe to retry.",
+            retryable=True,
+        ) from cause
+
+    async def _resolve_endpoint(
+        self, clients: _LoopClients, sandbox_id: str, *, wait: bool, budget: float
+    ) -> ExecdEndpoint:
+        deadline = time.monotonic() + budget
+        while True:
+            try:
+                endpoint = await clients.sandboxes.get_sandbox_endpoint(
+                    sandbox_id, EXECD_PORT, clients.sdk_config.use_server_proxy
+                )
+                break
+            except Exception as exc:
+                if _errors.is_not_found(exc) and not wait:
+                    raise SandboxUnavailableError(
+                        f"Sandbox {sandbox_id} was not found: it was deleted or has expired. "
+                        "Attaching never creates a replacement.",
+                        sandbox_id=sandbox_id,
+                    ) from exc
+                if not wait or time.monotonic() >= deadline:
+                    _errors.translate(exc, action="reach the sandbox", sandbox_id=sandbox_id)
+                await asyncio.sleep(_READY_POLL * 4)
+        headers = endpoint.build_request_headers(clients.sdk_config)
+        return ExecdEndpoint(
+            base_url=f"{clients.sdk_config.protocol}://{endpoint.endpoint}".rstrip("/"),
+            headers=headers,
+        )
+
+    async def _wait_ready(self, execd: ExecdClient, sandbox_id: str, budget: float) -> None:
+        deadline = time.monotonic() + budget
+        while not await execd.ping(timeout=min(2.0, budget)):
+            if time.monotonic() >= deadline:
+                raise SandboxUnavailableError(
+                    f"Sandbox {sandbox_id} did not become ready within {budget:g} s: its execd "
+                    "daemon never answered. Check the image's entrypoint and the server log; on "
+                    "Docker Desktop or Kubernetes pass use_server_proxy=True.",
+                    sandbox_id=sandbox_id,
+                )
+            await asyncio.sleep(_READY_POLL)
+
+    async def _probe(
+        self, clients: _LoopClients, execd: ExecdClient, sandbox_id: str
+    ) -> tuple[Framing, str]:
+        """Learn the output framing and the canonical working dir (one command, cached)."""
+        key = (self._connection.resolved_domain(), sandbox_id)
+        wd_key = (*key, self._working_dir_config)
+        framing = _framing_cache.get(key)
+        workdir = _workdir_cache.get(wd_key)
+        if framing is not None and workdir is not None:
+            return framing, workdir
+        if self._working_dir_config:
+            quoted = shlex.quote(self._working_dir_config)
+            setup = f"mkdir -p -- {quoted} && cd -- {quoted} && pwd -P >&2"
+        else:
+            setup = "pwd -P >&2"
+        command = f"{setup}; {PROBE_COMMAND}"
+        stdout: list[str] = []
+        stderr: list[str] = []
+        try:
+            async with asyncio.timeout(60):
+                async for event in execd.run_events({"command": command, "timeout": 30000}):
+                    kind = event.get("type")
+                    if kind == "stdout":
+                        stdout.append(str(event.get("text", "")))
+                    elif kind == "stderr":
+                        stderr.append(str(event.get("text", "")))
+        except Exception as exc:
+            await self._fail(clients, exc, "start using the sandbox", execd=execd)
+        framing = classify_probe(stdout)
+        if framing is None:
+            raise SandboxUnavailableError(
+                f"Sandbox {sandbox_id}: could not recognise the command output framing of its "
+                f"execd daemon (got {stdout[:5]!r}).",
+                sandbox_id=sandbox_id,
+            )
+        if framing is Framing.ANCIENT:
+            raise UnsupportedDaemonError(
+                f"Sandbox {sandbox_id} runs an execd older than 1.1.1 that drops the line breaks "
+                "from command output, so output cannot be reconstructed. Set "
+                'execd_image = "opensandbox/execd:release-1.2.0" (or newer) under [runtime] in '
+                "the server's config and create a new sandbox.",
+                sandbox_id=sandbox_id,
+            )
+        text = "".join(rebuild(framing, t) for t in stderr).strip()
+        lines = [line for line in text.splitlines() if line.startswith("/")]
+        if not lines:
+            raise ConfigurationError(
+                f"The working directory {self._working_dir_config!r} could not be created or "
+                f"entered in sandbox {sandbox_id}: {text[:300]!r}"
+            )
+        workdir = lines[-1]
+        _framing_cache[key] = framing
+        _workdir_cache[wd_key] = workdir
+        return framing, workdir
+
+    def _forget(self, sandbox_id: str) -> None:
+        key = (self._connection.resolved_domain(), sandbox_id)
+        _framing_cache.pop(key, None)
+        for wd_key in [k for k in _workdir_cache if k[:2] == key]:
+            _workdir_cache.pop(wd_key, None)
+
+    async def _maybe_renew(self, clients: _LoopClients) -> None:
+        lifetime = self._lifetime
+        if not lifetime or self._sandbox_id is None:
+            return
+        now = time.monotonic()
+        if now - self._renewal.last < max(1.0, lifetime / 10):
+            return
+        self._renewal.last = now
+        try:
+            await clients.sandboxes.renew_sandbox_expiration(
+                self._sandbox_id, datetime.now(UTC) + timedelta(seconds=lifetime)
+            )
+        except Exception as exc:
+            if _errors.is_not_found(exc):
+                raise SandboxUnavailableError(
+                    f"Sandbox {self._sandbox_id} was not found: it was deleted or has expired.",
+                    sandbox_id=self._sandbox_id,
+                ) from exc
+            logger.warning("Could not renew sandbox %s (%s)", self._sandbox_id, type(exc).__name__)
+
+    def set_lifetime(self, lifetime: float | None) -> None:
+        """Renew the sandbox for `lifetime` seconds as each operation starts (None: never).
+
+        Applies to attached sandboxes too; a created one starts with its spec's lifetime.
+        """
+        if lifetime is not None:
+            SandboxSpec._check_seconds(lifetime, "lifetime", minimum=1)
+        self._lifetime = lifetime
+
+    async def sandbox_gone(self) -> bool:
+        """Whether the sandbox no longer exists or its daemon no longer answers (a probe)."""
+        if self._sandbox_id is None:
+            return False
+        clients = self._clients()
+        return await self._gone(clients, clients.execd)
+
+    async def _gone(self, clients: _LoopClients, execd: ExecdClient | None) -> bool:
+        assert self._sandbox_id is not None
+        try:
+            info = await clients.sandboxes.get_sandbox_info(self._sandbox_id)
+        except Exception as exc:
+            return _errors.is_not_found(exc)
+        state = str(getattr(info.status, "state", "")).lower()
+        if state in {"terminated", "failed", "stopping", "deleted", "deleting", "error"}:
+            return True
+        return execd is not None and not await execd.ping(timeout=3.0)
+
+    async def _fail(
+        self,
+        clients: _LoopClients,
+        exc: BaseException,
+        action: str,
+        *,
+        execd: ExecdClient | None = None,
+        path: str | None = None,
+    ) -> Any:
+        """Raise the right error for a failed call: path error, gone sandbox, or server error."""
+        if isinstance(exc, ExecdError):
+            if path is not None and exc.from_execd:
+                mapped = path_error(exc.message, path)
+                if mapped is None and exc.status == 404:
+                    mapped = new_path_error(FileNotFoundError, errno.ENOENT, path)
+                if mapped is not None:
+                    raise mapped from None
+            if exc.from_execd and exc.status < 500 and exc.status != 404:
+                raise ServerError(
+                    f"Could not {action} in sandbox {self._sandbox_id}: {exc.message}",
+                    status_code=exc.status,
+                ) from None
+        if isinstance(exc, _errors.OpenSandboxError | OSError):
+            raise exc
+        if await self._gone(clients, execd or clients.execd):
+            raise SandboxUnavailableError(
+                f"Sandbox {self._sandbox_id} is gone (deleted, expired or its daemon died): "
+                f"could not {action}.",
+                sandbox_id=self._sandbox_id,
+            ) from exc
+        if isinstance(exc, ExecdError):
+            raise ServerError(
+                f"Could not {action} in sandbox {self._sandbox_id}: HTTP {exc.status} {exc.message}",
+                status_code=exc.status,
+                retryable=exc.status in (502, 503, 504),
+            ) from exc
+        _errors.translate(exc, action=action, sandbox_id=self._sandbox_id)
+
+    # -- commands ---------------------------------------------------------------------------
+    async def run(
+        self,
+        command: str | Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | _Default | None = DEFAULT,
+        on_output: OutputCallback | None = None,
+        max_output: int | None = None,
+    ) -> CommandResult:
+        """Run a command to completion and return its exit code and output.
+
+        A string runs through the shell (`bash -c`); a sequence is an argv whose items are passed
+        literally. A non-zero exit is a result, not an error. `timeout` is in seconds (`None`:
+        no limit; omitted: the session default). On timeout or cancellation the command's whole
+        process group is stopped inside the sandbox, and `CommandTimeoutError` carries the
+        output printed until then. `on_output(stream, text)` sees output as it streams.
+        """
+        shell_command = _command_text(command)
+        limit = (
+            self._timeout_default
+            if isinstance(timeout, _Default)
+            else _check_timeout(timeout, allow_none=True)
+        )
+        cap = self._max_output if max_output is None else max_output
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
+            raise ConfigurationError("max_output must be a non-negative int.")
+        envs = {**self._env, **validate_env(env)}
+        clients = await self._ensure()
+        assert self._ready is not None
+        assert clients.execd is not None
+        execd = clients.execd
+        workdir = self._ready.working_dir if cwd is None else self._resolve(cwd)
+        body: dict[str, Any] = {"command": shell_command, "cwd": workdir}
+        if envs:
+            body["envs"] = envs
+        if limit is not None:
+            body["timeout"] = max(1, math.ceil(limit * 1000))
+        framing = self._ready.framing
+        out, err = OutputBuffer(cap), OutputBuffer(cap)
+        state: dict[str, Any] = {"id": None, "exit": None, "error": None}
+        started = time.monotonic()
+        grace = None if limit is None else limit + min(10.0, 2.0 + limit * 0.1)
+
+        async def consume() -> None:
+            async for event in execd.run_events(body):
+                kind = event.get("type")
+                if kind == "init":
+                    state["id"] = event.get("text") or None
+                elif kind in ("stdout", "stderr"):
+                    piece = rebuild(framing, str(event.get("text", "")))
+                    (out if kind == "stdout" else err).add(piece)
+                    if on_output is not None:
+                        maybe = on_output(kind, piece)
+                        if inspect.isawaitable(maybe):
+                            await maybe
+                elif kind == "execution_complete":
+                    state["exit"] = 0
+                elif kind == "error":
+                    error = event.get("error") or {}
+                    if error.get("ename") == "CommandExecError":
+                        try:
+                            state["exit"] = int(str(error.get("evalue", "")).strip())
+                        except ValueError:
+                            state["error"] = str(error.get("evalue", ""))[:300]
+                    else:
+                        state["error"] = f"{error.get('ename')}: {error.get('evalue')}"[:300]
+
+        try:
+            async with asyncio.timeout(grace):
+                await consume()
+        except TimeoutError:
+            await self._interrupt(execd, state["id"])
+            raise CommandTimeoutError(
+                f"Command timed out after {limit:g} s and was stopped.",
+                timeout=limit or 0.0,
+                stdout=out.text(),
+                stderr=err.text(),
+            ) from None
+        except asyncio.CancelledError:
+            await self._interrupt(execd, state["id"])
+            raise
+        except Exception as exc:
+            where = cwd if cwd is not None else workdir
+            await self._fail(clients, exc, "run a command", execd=execd, path=where)
+        elapsed = time.monotonic() - started
+        exit_code = state["exit"]
+        if exit_code is None:
+            if state["error"]:
+                mapped = path_error(state["error"], workdir)
+                if mapped is not None:
+                    raise mapped
+                raise ServerError(
+                    f"The command could not run in sandbox {self._sandbox_id}: {state['error']}"
+                )
+            await self._fail(
+                clients,
+                ServerError(
+                    f"The command's output stream in sandbox {self._sandbox_id} ended before "
+                    "the command finished.",
+                    retryable=False,
+                ),
+                "run a command",
+                execd=execd,
+            )
+        if limit is not None and elapsed >= limit * 0.98 and exit_code in (-1, 137, 143):
+            raise CommandTimeoutError(
+                f"Command timed out after {limit:g} s and was stopped.",
+                timeout=limit,
+                stdout=out.text(),
+                stderr=err.text(),
+            )
+        return CommandResult(
+            exit_code=int(exit_code),
+            stdout=out.text(),
+            stderr=err.text(),
+            truncated=out.truncated or err.truncated,
+            duration=elapsed,
+            execution_id=state["id"],
+        )
+
+    async def _interrupt(self, execd: ExecdClient, execution_id: str | None) -> None:
+        """Stop a running command's process group; never raises, never hangs."""
+        if not execution_id:
+            return
+
+        async def send() -> None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(10):
+                    await execd.interrupt(execution_id)
+
+        task = asyncio.ensure_future(send())
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(task)
+
+    # -- files ------------------------------------------------------------------------------
+    def _resolve(self, path: str) -> str:
+        if not isinstance(path, str):
+            raise ConfigurationError(f"path must be a string, got {type(path).__name__}.")
+        if not path:
+            raise ConfigurationError("path must not be empty.")
+        if "\0" in path:
+            raise ConfigurationError(f"path {path!r} contains a NUL character.")
+        if path.startswith("/"):
+            return path
+        assert self._ready is not None
+        return posixpath.join(self._ready.working_dir, path)
+
+    async def _file_op(self) -> tuple[_LoopClients, ExecdClient]:
+        clients = await self._ensure()
+        assert clients.execd is not None
+        return clients, clients.execd
+
+    async def _lstat(
+        self, clients: _LoopClients, execd: ExecdClient, path: str
+    ) -> dict[str, Any] | None:
+        """execd's FileInfo of a path (symlinks not followed), or None when it does not exist."""
+        try:
+            data = await execd.info([path])
+        except ExecdError as exc:
+            if exc.from_execd and exc.status == 404:
+                return None
+            if exc.from_execd:
+                mapped = path_error(exc.message, path)
+                if isinstance(mapped, FileNotFoundError):
+                    return None
+            await self._fail(clients, exc, "inspect a path", execd=execd, path=path)
+        except Exception as exc:
+            await self._fail(clients, exc, "inspect a path", execd=execd, path=path)
+        info = data.get(path) or next(iter(data.values()), None)
+        return info if isinstance(info, dict) else None
+
+    async def realpath(self, path: str) -> str:
+        """The canonical absolute path (symlinks resolved, missing names kept), like `realpath -m`."""
+        await self._ensure()
+        target = self._resolve(path)
+        result = await self.run(["realpath", "-m", "--", target], timeout=60)
+        if result.exit_code != 0:
+            mapped = path_error(result.stderr, target)
+            raise mapped or OSError(
+                errno.EINVAL, result.stderr.strip() or "realpath failed", target
+            )
+        return result.stdout.rstrip("\n")
+
+    async def stat(self, path: str) -> FileInfo:
+        """Metadata of a path; `is_dir`/`is_file` follow symlinks. Missing: FileNotFoundError."""
+        clients, execd = await self._file_op()
+        target = self._resolve(path)
+        info = await self._lstat(clients, execd, target)
+        if info is None:
+            raise new_path_error(FileNotFoundError, errno.ENOENT, target)
+        kind = _kind(info.get("type"))
+        is_dir, is_file = kind == "directory", kind == "file"
+        if kind == "symlink":
+            is_dir, is_file = (await self._follow_kinds([target]))[0]
+        return _file_info(target, info, is_dir=is_dir, is_file=is_file)
+
+    async def _follow_kinds(self, paths: list[str]) -> list[tuple[bool, bool]]:
+        """(is_dir, is_file) of each path with symlinks followed; broken links are neither."""
+        script = 'for p; do if [ -d "$p" ]; then echo d; elif [ -f "$p" ]; then echo f; else echo o; fi; done'
+        result = await self.run(["sh", "-c", script, "sh", *paths], timeout=60)
+        kinds = result.stdout.split()
+        if len(kinds) != len(paths):
+            raise ServerError(f"Could not inspect symlinks in sandbox {self._sandbox_id}.")
+        return [(k == "d", k == "f") for k in kinds]
+
+    async def exists(self, path: str) -> bool:
+        """Whether the path exists (a dangling symlink counts as existing)."""
+        clients, execd = await self._file_op()
+        target = self._resolve(path)
+        try:
+            return await self._lstat(clients, execd, target) is not None
+        except NotADirectoryError:
+            return False
+
+    async def list_dir(self, path: str = ".") -> list[FileInfo]:
+        """The entries of a directory, sorted by name (symlinks followed for `is_dir`)."""
+        clients, execd = await self._file_op()
+        target = self._resolve(path)
+        try:
+            entries = await execd.list_dir(target)
+        except ExecdError as exc:
+            if exc.from_execd and exc.status == 400:
+                # The path is a symlink: list what it points to, under the name asked for.
+                real = await self.realpath(target)
+                if real == target:
+                    await self._fail(clients, exc, "list a directory", execd=execd, path=target)
+                resolved = await self.list_dir(real)
+                return [
+                    FileInfo(
+                        path=posixpath.join(target, e.name),
+                        kind=e.kind,
+                        size=e.size,
+                        mode=e.mode,
+                        modified_at=e.modified_at,
+                        owner=e.owner,
+                        group=e.group,
+                        is_dir=e.is_dir,
+                        is_file=e.is_file,
+                    )
+                    for e in resolved
+                ]
+            if exc.from_execd and exc.status == 404 and not exc.code:
+                raise ServerError(
+                    f"The execd in sandbox {self._sandbox_id} has no /directories/list endpoint."
+                ) from exc
+            await self._fail(clients, exc, "list a directory", execd=execd, path=target)
+        except Exception as exc:
+            await self._fail(clients, exc, "list a directory", execd=execd, path=target)
+        links = [str(e.get("path")) for e in entries if e.get("type") == "symlink"]
+        followed = dict(zip(links, await self._follow_kinds(links), strict=True)) if links else {}
+        result = []
+        for entry in entries:
+            entry_path = str(entry.get("path"))
+            kind = _kind(entry.get("type"))
+            is_dir, is_file = followed.get(entry_path, (kind == "directory", kind == "file"))
+            result.append(_file_info(entry_path, entry, is_dir=is_dir, is_file=is_file))
+        result.sort(key=lambda e: e.name)
+        return result
+
+    async def make_dir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None:
+        """Create a directory (and its parents). Over a file: FileExistsError."""
+        clients, execd = await self._file_op()
+        target = self._resolve(path)
+        info = await self._lstat(clients, execd, target)
+        if info is not None:
+            kind = _kind(info.get("type"))
+            if (
+                kind == "directory"
+                or (kind == "symlink" and (await self._follow_kinds([target]))[0][0])
+            ) and exist_ok:
+                return
+            raise new_path_error(FileExistsError, errno.EEXIST, target)
+        if not parents:
+            parent = posixpath.dirname(target.rstrip("/")) or "/"
+            if await self._lstat(clients, execd, parent) is None:
+                raise new_path_error(FileNotFoundError, errno.ENOENT, parent)
+        try:
+            await execd.make_dirs({target: _octal_digits(_DIR_MODE)})
+        except Exception as exc:
+            await self._fail(clients, exc, "create a directory", execd=execd, path=target)
+
+    def _protected(self, target: str) -> bool:
+        assert self._ready is not None
+        norm = posixpath.normpath(target)
+        workdir = self._ready.working_dir
+        configured = self._working_dir_config or workdir
+        for wd in {workdir, configured}:
+            if norm == "/" or norm == wd or wd.startswith(norm.rstrip("/") + "/"):
+                return True
+        return False
+
+    async def remove(self, path: str, *, recursive: bool = True) -> None:
+        """Delete a file, symlink or directory tree. Refuses the working dir and its ancestors."""
+        clients, execd = await self._file_op()
+        target = self._resolve(path)
+        if self._protected(target):
+            raise ConfigurationError(
+                f"Refusing to remove {target!r}: it is the working directory or one of its "
+                "ancestors."
+            )
+        info = await self._lstat(clients, execd, target)
+        if info is None:
+            raise new_path_error(FileNotFoundError, errno.ENOENT, target)
+        kind = _kind(info.get("type"))
+        try:
+            if kind == "directory":
+                if not recursive:
+                    listing = await execd.list_dir(target)
+                    if listing:
+                        raise new_path_error(OSError, errno.ENOTEMPTY, target)
+                await execd.remove_dirs([target])
+            elif kind == "symlink":
+                await execd.remove_dirs([target])  # RemoveAll removes the link, not its target
+            else:
+                await execd.remove_files([target])
+        except OSError:
+            raise
+        except Exception as exc:
+            await self._fail(clients, exc, "remove a path", execd=execd, path=target)
+
+    async def read_bytes(self, path: str, *, max_size: int | None = None) -> bytes:
+        """The whole content of a file. Directories, FIFOs and devices raise instead of blocking."""
+        chunks = []
+        async for chunk in self.iter_bytes(path, max_size=max_size):
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def iter_bytes(
+        self, path: str, *, max_size: int | None = None, chunk_size: int = 1 << 20
+    ) -> AsyncIterator[bytes]:
+        """Stream a file's content in chunks (bounded memory)."""
+        clients, execd = await self._file_op()
+        target = self._resolve(path)
+        info = await self._lstat(clients, execd, target)
+        if info is None:
+            raise new_path_error(FileNotFoundError, errno.ENOENT, target)
+        kind = _kind(info.get("type"))
+        size = int(info.get("size") or 0)
+        if kind == "symlink":
+            is_dir, is_file = (await self._follow_kinds([target]))[0]
+            if not is_dir and not is_file:
+                real = await self.realpath(target)
+                if await self._lstat(clients, execd, real) is None:
+                    raise new_path_error(FileNotFoundError, errno.ENOENT, target)
+            kind = "directory" if is_dir else ("file" if is_file else "other")
+            size = -1
+        if kind == "directory":
+            raise new_path_error(IsADirectoryError, errno.EISDIR, target)
+        if kind == "other":
+            raise OSError(
+                errno.EINVAL,
+                "Not a regular file (FIFO, socket or device); reading it could block",
+                target,
+            )
+        if max_size is not None and size > max_size:
+            raise OutputLimitError(
+                f"{target} is {size} bytes, over the limit of {max_size} bytes.", limit=max_size
+            )
+        total = 0
+        try:
+            async for chunk in execd.download(target, chunk_size=chunk_size):
+                total += len(chunk)
+                if max_size is not None and total > max_size:
+                    raise OutputLimitError(
+                        f"{target} is over the limit of {max_size} bytes.", limit=max_size
+                    )
+                yield chunk
+        except (OutputLimitError, GeneratorExit):
+            raise
+        except Exception as exc:
+            await self._fail(clients, exc, "read a file", execd=execd, path=target)
+
+    async def write_bytes(
+        self,
+        path: str,
+        data: bytes | bytearray | memoryview | AsyncIterable[bytes],
+        *,
+        mode: int | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        """Write a file atomically: parents are created, an existing file keeps its mode (new
+        files get 0o644 unless `mode` is given), writes through a symlink reach its target, and a
+        failed write leaves the old content in place."""
+        if not isinstance(data, bytes | bytearray | memoryview) and not hasattr(data, "__aiter__"):
+            raise ConfigurationError(
+                f"data must be bytes or an async iterable of bytes, got {type(data).__name__}."
+            )
+        if mode is not None and (
+            isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o7777
+        ):
+            raise ConfigurationError(f"mode must be an int such as 0o644, got {mode!r}.")
+        clients, execd = await self._file_op()
+        target = self._resolve(path)
+        if target.endswith("/"):
+            raise new_path_error(IsADirectoryError, errno.EISDIR, target)
+        info = await self._lstat(clients, execd, target)
+        if info is not None and _kind(info.get("type")) == "symlink":
+            target = await self.realpath(target)
+            info = await self._lstat(clients, execd, target)
+        owner = group = None
+        exists = info is not None
+        if info is not None:
+            kind = _kind(info.get("type"))
+            if kind == "directory":
+                raise new_path_error(IsADirectoryError, errno.EISDIR, target)
+            if kind == "other":
+                raise OSError(errno.EINVAL, "Not a regular file; refusing to replace it", target)
+            file_mode = mode if mode is not None else _mode_from_digits(info.get("mode"))
+            owner, group = info.get("owner"), info.get("group")
+        else:
+            file_mode = mode if mode is not None else _FILE_MODE_NEW
+        directory, name = posixpath.split(target)
+        temp = posixpath.join(directory, f".{name[:200]}.osb-{uuid.uuid4().hex[:12]}.tmp")
+        payload = bytes(data) if isinstance(data, bytearray | memoryview) else data
+        try:
+            await execd.upload(
+                temp,
+                payload,
+                mode=_octal_digits(file_mode),
+                owner=str(owner) if owner else None,
+                group=str(group) if group else None,
+                timeout=timeout,
+            )
+        except Exception as exc:
+            await self._discard(execd, temp)
+            if isinstance(exc, ExecdError) and exc.from_execd:
+                # Re-raise the error for the path the caller gave, not the temporary name.
+                mapped = path_error(exc.message, target)
+                if mapped is not None:
+                    raise mapped from None
+            await self._fail(clients, exc, "write a file", execd=execd, path=target)
+        try:
+            if exists:
+                result = await self.run(["mv", "-f", "--", temp, target], timeout=120)
+                if result.exit_code != 0:
+                    mapped = path_error(result.stderr, target)
+                    raise mapped or OSError(errno.EIO, result.stderr.strip(), target)
+            else:
+                try:
+                    await execd.move(temp, target)
+                except ExecdError as exc:
+                    if "already exists" not in exc.message:
+                        raise
+                    # Someone created the target meanwhile: replace it atomically all the same.
+                    result = await self.run(["mv", "-f", "--", temp, target], timeout=120)
+                    if result.exit_code != 0:
+                        raise OSError(errno.EIO, result.stderr.strip(), target) from exc
+        except BaseException as exc:
+            await self._discard(execd, temp)
+            if isinstance(exc, Exception) and not isinstance(
+                exc, OSError | _errors.OpenSandboxError
+            ):
+                await self._fail(clients, exc, "write a file", execd=execd, path=target)
+            raise
+
+    async def _discard(self, execd: ExecdClient, temp: str) -> None:
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(10):
+                await execd.remove_files([temp])
+
+    async def upload_files(
+        self, files: Sequence[tuple[str, bytes]], *, mode: int | None = None
+    ) -> list[TransferResult]:
+        """Write several files; one result per file, in order. Never raises for one bad file."""
+        await self._ensure()
+        semaphore = asyncio.Semaphore(_TRANSFER_CONCURRENCY)
+
+        async def one(path: str, content: bytes) -> TransferResult:
+            async with semaphore:
+                try:
+                    await self.write_bytes(path, content, mode=mode)
+                except Exception as exc:
+                    return TransferResult(path=path, error=_transfer_error(exc), exception=exc)
+                return TransferResult(path=path)
+
+        return list(await asyncio.gather(*(one(p, c) for p, c in files)))
+
+    async def download_files(self, paths: Sequence[str]) -> list[TransferResult]:
+        """Read several files; one result per file, in order. Never raises for one bad file."""
+        await self._ensure()
+        semaphore = asyncio.Semaphore(_TRANSFER_CONCURRENCY)
+
+        async def one(path: str) -> TransferResult:
+            async with semaphore:
+                try:
+                    content = await self.read_bytes(path)
+                except Exception as exc:
+                    return TransferResult(path=path, error=_transfer_error(exc), exception=exc)
+                return TransferResult(path=path, content=content)
+
+        return list(await asyncio.gather(*(one(p) for p in paths)))
+
+
+def _file_info(path: str, info: Mapping[str, Any], *, is_dir: bool, is_file: bool) -> FileInfo:
+    return FileInfo(
+        path=path,
+        kind=_kind(info.get("type")),
+        size=int(info.get("size") or 0),
+        mode=_mode_from_digits(info.get("mode", 0)),
+        modified_at=_parse_time(info.get("modified_at")),
+        owner=str(info["owner"]) if info.get("owner") is not None else None,
+        group=str(info["group"]) if info.get("group") is not None else None,
+        is_dir=is_dir,
+        is_file=is_file,
+    )
+
+
+def _transfer_error(exc: BaseException) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return "file_not_found"
+    if isinstance(exc, PermissionError):
+        return "permission_denied"
+    if isinstance(exc, IsADirectoryError):
+        return "is_directory"
+    if isinstance(exc, NotADirectoryError):
+        return "not_a_directory"
+    if isinstance(exc, ConfigurationError):
+        return "invalid_path"
+    if isinstance(exc, SandboxUnavailableError):
+        return "unavailable"
+    return "error"
+
+
+def _check_timeout(value: object, *, allow_none: bool) -> float | None:
+    if value is None:
+        if allow_none:
+            return None
+        raise ConfigurationError("timeout must be a number of seconds.")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigurationError(
+            f"timeout must be a number of seconds or None, got {type(value).__name__}."
+        )
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigurationError(
+            f"timeout must be a positive, finite number of seconds, got {value!r}."
+        )
+    if value > 7 * 24 * 3600:
+        raise ConfigurationError(f"timeout of {value!r} s is over the maximum of one week.")
+    return float(value)
+
+
+def _command_text(command: str | Sequence[str]) -> str:
+    if isinstance(command, str):
+        if not command.strip():
+            raise ConfigurationError("command must not be empty.")
+        if "\0" in command:
+            raise ConfigurationError("command contains a NUL character.")
+        return command
+    given: object = command
+    if isinstance(given, bytes | bytearray) or not isinstance(given, Sequence):
+        raise ConfigurationError("command must be a string or a sequence of strings (argv).")
+    argv = list(command)
+    if not argv:
+        raise ConfigurationError("argv must not be empty.")
+    for item in argv:
+        if not isinstance(item, str):
+            raise ConfigurationError(f"argv items must be strings, got {type(item).__name__}.")
+        if "\0" in item:
+            raise ConfigurationError("an argv item contains a NUL character.")
+    text = shlex.join(argv)
+    if len(text) > 1_000_000:
+        raise ConfigurationError(
+            "the command line is over 1,000,000 characters; write a script file instead."
+        )
+    return text
+
+
+def _is_lost_response(exc: BaseException) -> bool:
+    """Whether a failed create may still have created a sandbox on the server."""
+    if _caused_by_connect_error(exc):
+        return False  # the request never reached the server
+    if isinstance(exc, httpx.TimeoutException | httpx.RemoteProtocolError | httpx.ReadError):
+        return True
+    if isinstance(exc, TimeoutError):
+        return True
+    name = type(exc).__name__
+    if name in {"SandboxTimeoutException", "SandboxConnectionException"}:
+        return True
+    status = getattr(exc, "status_code", None)
+    if status in (502, 503, 504):
+        return True
+    cause = exc.__cause__ or exc.__context__
+    return cause is not None and cause is not exc and _is_lost_response(cause)
+
+
+def _caused_by_connect_error(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, httpx.ConnectError | ConnectionRefusedError):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
