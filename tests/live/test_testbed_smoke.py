@@ -1,0 +1,154 @@
+"""Smoke tests of the testbed itself, through the raw `opensandbox` SDK."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import shutil
+import subprocess
+from datetime import timedelta
+
+import pytest
+from opensandbox import Sandbox
+from opensandbox.config import ConnectionConfig
+from opensandbox.models.execd import ExecutionHandlers, OutputMessage, RunCommandOpts
+
+# printf output with an empty line in the middle: its framing tells execd generations apart.
+PRINTF = r"printf 'one\n\nthree\n'"
+EXPECTED_EVENTS = {
+    # newer execd: texts carry their own line endings
+    "modern": ["one\n", "\n", "three\n"],
+    # execd <= 1.0.x: one event per line, ending stripped, a blank line is "\n", last "\n" lost
+    "legacy": ["one", "\n", "three"],
+    # before upstream PR #902: blank lines dropped
+    "ancient": ["one", "three"],
+}
+
+
+def _config(testbed_env: dict[str, str]) -> ConnectionConfig:
+    return ConnectionConfig(
+        domain=testbed_env["OPEN_SANDBOX_DOMAIN"],
+        api_key=testbed_env["OPEN_SANDBOX_API_KEY"],
+        request_timeout=timedelta(seconds=60),
+    )
+
+
+async def _create(
+    testbed_env: dict[str, str], image: str, env: dict[str, str] | None = None
+) -> Sandbox:
+    return await Sandbox.create(
+        image,
+        timeout=timedelta(minutes=5),
+        ready_timeout=timedelta(seconds=60),
+        env=env or {},
+        metadata={"purpose": "testbed-smoke"},
+        connection_config=_config(testbed_env),
+    )
+
+
+async def _dispose(sandbox: Sandbox) -> None:
+    try:
+        await sandbox.kill()
+    finally:
+        await sandbox.close()
+
+
+async def test_command_and_binary_file_round_trip(
+    testbed_env: dict[str, str], sandbox_image: str
+) -> None:
+    sandbox = await _create(testbed_env, sandbox_image, env={"SMOKE_MARK": "hello testbed"})
+    try:
+        execution = await sandbox.commands.run(
+            'echo "$SMOKE_MARK"; python3 -c "import sys; print(sys.version_info[0])"',
+            opts=RunCommandOpts(timeout=timedelta(seconds=60)),
+        )
+        assert execution.error is None
+        stdout = "".join(m.text for m in execution.logs.stdout)
+        assert "hello testbed" in stdout
+        assert "3" in stdout
+
+        payload = bytes(range(256)) * 4
+        await sandbox.files.write_file("/tmp/all-bytes.bin", payload)
+        assert await sandbox.files.read_bytes("/tmp/all-bytes.bin") == payload
+
+        check = await sandbox.commands.run(
+            "python3 -c \"import sys; d=open('/tmp/all-bytes.bin','rb').read(); "
+            'sys.exit(0 if d == bytes(range(256))*4 else 1)"',
+            opts=RunCommandOpts(timeout=timedelta(seconds=60)),
+        )
+        assert check.error is None, check.error
+    finally:
+        await _dispose(sandbox)
+
+
+@pytest.mark.parametrize("mode", ["modern", "legacy", "ancient"])
+async def test_output_framing_modes(
+    testbed_env: dict[str, str], sandbox_image: str, mode: str
+) -> None:
+    sandbox = await _create(testbed_env, sandbox_image, env={"OSB_EXECD_FRAMING": mode})
+    try:
+        texts: list[str] = []
+
+        async def on_stdout(message: OutputMessage) -> None:
+            texts.append(message.text)
+
+        execution = await sandbox.commands.run(
+            PRINTF,
+            opts=RunCommandOpts(timeout=timedelta(seconds=60)),
+            handlers=ExecutionHandlers(on_stdout=on_stdout),
+        )
+        assert execution.error is None
+        assert texts == EXPECTED_EVENTS[mode]
+    finally:
+        await _dispose(sandbox)
+
+
+def _listening_sockets() -> list[tuple[str, str]]:
+    """(local address, process info) of every listening TCP socket, from `ss -ltnpH`."""
+    if shutil.which("ss") is None:
+        pytest.fail("`ss` (iproute2) is needed to check listening sockets")
+    out = subprocess.run(
+        ["ss", "-ltnpH"], capture_output=True, text=True, check=True, timeout=30
+    ).stdout
+    rows = []
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) >= 4:
+            rows.append((fields[3], " ".join(fields[5:])))
+    return rows
+
+
+def _host(address: str) -> str:
+    host = address.rsplit(":", 1)[0].strip("[]")
+    return host.split("%", 1)[0]
+
+
+async def test_listening_sockets_are_loopback_only(
+    testbed_env: dict[str, str], sandbox_image: str
+) -> None:
+    # A live sandbox makes docker publish its ports: they must be on loopback too.
+    sandbox = await _create(testbed_env, sandbox_image)
+    try:
+        server_pid = testbed_env.get("OSB_TESTBED_SERVER_PID", "")
+        ours = ("dockerd", "docker-proxy", "containerd")
+        offenders = []
+        checked = 0
+        for address, process in _listening_sockets():
+            is_ours = any(f'(("{name}"' in process for name in ours) or (
+                server_pid and f"pid={server_pid}," in process
+            )
+            if not is_ours:
+                continue
+            checked += 1
+            host = _host(address)
+            if host == "*" or not ipaddress.ip_address(host).is_loopback:
+                offenders.append(f"{address} {process}")
+        assert checked >= 1, "the testbed's server socket was not found in `ss -ltnp`"
+        assert not offenders, f"non-loopback listeners: {offenders}"
+    finally:
+        await _dispose(sandbox)
+
+
+def test_environment_names_the_testbed(testbed_env: dict[str, str]) -> None:
+    assert testbed_env["OPEN_SANDBOX_DOMAIN"].startswith("127.0.0.1:")
+    assert os.environ.get("OPENSANDBOX_DISABLE_METRICS") == "1"

@@ -1,0 +1,201 @@
+"""`start`, `stop` and `status`: the testbed's lifecycle, with its state in `.testbed/state.json`."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shlex
+import time
+from typing import Any
+
+from testbed import _docker, _images, _server
+from testbed._paths import ENV_FILE, SERVER_CONFIG, STATE_DIR, STATE_FILE
+from testbed._proc import TestbedError, run, say
+
+SANDBOX_ID_LABEL = "opensandbox.io/id"
+EGRESS_SIDECAR_LABEL = "opensandbox.io/egress-sidecar-for"
+EXECD_CACHE_PREFIX = "sandbox-execd-"  # the server's throwaway containers of the execd image
+
+
+def load_state() -> dict[str, Any]:
+    try:
+        data = json.loads(STATE_FILE.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def save_state(state: dict[str, Any]) -> None:
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    STATE_FILE.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
+
+
+def _write_env(values: dict[str, str]) -> None:
+    lines = ["# Written by `python -m testbed start`: the testbed's connection settings."]
+    lines += [f"export {key}={shlex.quote(value)}" for key, value in values.items()]
+    ENV_FILE.unlink(missing_ok=True)
+    fd = os.open(ENV_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+def is_running(state: dict[str, Any] | None = None) -> bool:
+    state = load_state() if state is None else state
+    port = state.get("port")
+    return bool(_server.server_pid() and isinstance(port, int) and _server.healthy(port))
+
+
+def start() -> int:
+    t0 = time.monotonic()
+    state = load_state()
+    if is_running(state) and ENV_FILE.is_file():
+        say(f"already running on 127.0.0.1:{state['port']} (settings in {ENV_FILE})")
+        return 0
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    STATE_DIR.chmod(0o700)
+    if _server.server_pid():
+        say("a server of a previous start runs but is not healthy: stopping it")
+        _server.stop_server()
+
+    engine = _docker.ensure_engine()
+    if not engine["dockerd_started"] and state.get("dockerd_started") and _docker.our_dockerd_pid():
+        engine = {
+            k: state[k] for k in ("dockerd_started", "dockerd_pid", "docker0_existed") if k in state
+        }
+    state.update(engine)
+    # Sandboxes of an earlier run that was never stopped keep this marker, so reuse it.
+    state.setdefault("instance", secrets.token_hex(8))
+    save_state(state)
+
+    sandbox_image = _images.ensure_sandbox_image()
+    execd_image = _images.ensure_execd_image()
+
+    port = _server.pick_port()
+    api_key = secrets.token_urlsafe(32)
+    _server.write_config(
+        port=port, api_key=api_key, execd_image=execd_image, instance=state["instance"]
+    )
+    say(f"starting opensandbox-server on 127.0.0.1:{port} (config {SERVER_CONFIG})")
+    pid = _server.start_server(port=port, api_key=api_key)
+    state.update(port=port, server_pid=pid, sandbox_image=sandbox_image, execd_image=execd_image)
+    save_state(state)
+    _write_env(
+        {
+            "OPEN_SANDBOX_DOMAIN": f"127.0.0.1:{port}",
+            "OPEN_SANDBOX_API_KEY": api_key,
+            "OPEN_SANDBOX_PROTOCOL": "http",
+            "OPENSANDBOX_DISABLE_METRICS": "1",
+            "OSB_TESTBED_IMAGE": sandbox_image,
+            "OSB_TESTBED_EXECD_IMAGE": execd_image,
+            "OSB_TESTBED_INSTANCE": state["instance"],
+            "OSB_TESTBED_SERVER_PID": str(pid),
+        }
+    )
+    say(f"testbed running after {time.monotonic() - t0:.1f}s; settings in {ENV_FILE}")
+    return 0
+
+
+def our_sandbox_containers(instance: str) -> list[dict[str, Any]]:
+    """Containers that carry a sandbox id label and this testbed's instance marker."""
+    ids = run(
+        ["docker", "ps", "-aq", "--no-trunc", "--filter", f"label={SANDBOX_ID_LABEL}"], timeout=60
+    ).stdout.split()
+    marker = f"{_server.INSTANCE_ENV}={instance}"
+    found = []
+    for item in _docker.inspect("container", *ids):
+        config = item.get("Config") or {}
+        if marker in (config.get("Env") or []):
+            found.append(item)
+    return found
+
+
+def _remove_containers(ids: list[str], what: str) -> None:
+    if ids:
+        say(f"removing {len(ids)} {what}")
+        run(["docker", "rm", "-f", "-v", *ids], check=False, timeout=300)
+
+
+def cleanup_containers(state: dict[str, Any]) -> None:
+    instance = state.get("instance")
+    if instance:
+        sandboxes = our_sandbox_containers(str(instance))
+        _remove_containers([str(c["Id"]) for c in sandboxes], "sandbox container(s)")
+        sidecars: list[str] = []
+        for c in sandboxes:
+            sid = ((c.get("Config") or {}).get("Labels") or {}).get(SANDBOX_ID_LABEL)
+            if sid:
+                sidecars += run(
+                    ["docker", "ps", "-aq", "--filter", f"label={EGRESS_SIDECAR_LABEL}={sid}"],
+                    check=False,
+                    timeout=60,
+                ).stdout.split()
+        _remove_containers(sidecars, "egress sidecar(s)")
+    execd_image = state.get("execd_image")
+    image = _images.image_id(str(execd_image)) if execd_image else None
+    if image:
+        leftovers = []
+        for status in ("created", "exited"):
+            for row in _docker.docker_json(
+                "ps", "-a", "--no-trunc", "--filter", f"status={status}",
+                "--filter", f"name={EXECD_CACHE_PREFIX}",
+            ):  # fmt: skip
+                if str(row.get("Names", "")).startswith(EXECD_CACHE_PREFIX):
+                    leftovers.append(str(row["ID"]))
+        details = _docker.inspect("container", *leftovers)
+        _remove_containers(
+            [str(c["Id"]) for c in details if c.get("Image") == image],
+            "leftover execd container(s)",
+        )
+
+
+def stop() -> int:
+    state = load_state()
+    _server.stop_server()
+    if _docker.docker_answers(timeout=10):
+        cleanup_containers(state)
+        _docker.stop_engine(state)
+    ENV_FILE.unlink(missing_ok=True)
+    keep = {"instance": state["instance"]} if state.get("instance") else {}
+    if _docker.docker_answers(timeout=5) and state.get("instance"):
+        with contextlib.suppress(TestbedError):
+            if not our_sandbox_containers(str(state["instance"])):
+                keep = {}
+    else:
+        keep = {}
+    save_state(keep)
+    say("testbed stopped")
+    return 0
+
+
+def status(quiet: bool) -> int:
+    state = load_state()
+    running = is_running(state)
+    if quiet:
+        print("running" if running else "stopped")
+        return 0 if running else 3
+    engine = _docker.docker_answers(timeout=10)
+    ours = _docker.our_dockerd_pid()
+    print(
+        "docker engine: "
+        + ("answers" if engine else "not answering")
+        + (f" (dockerd pid {ours}, started by the testbed)" if ours else "")
+    )
+    pid = _server.server_pid()
+    if pid:
+        health = "healthy" if running else "NOT healthy"
+        print(f"opensandbox-server: pid {pid} on 127.0.0.1:{state.get('port')} ({health})")
+    else:
+        print("opensandbox-server: not running")
+    if engine and state.get("instance"):
+        boxes = our_sandbox_containers(str(state["instance"]))
+        live = sum(1 for c in boxes if (c.get("State") or {}).get("Running"))
+        print(f"sandbox containers: {len(boxes)} ({live} running)")
+    for key in ("sandbox_image", "execd_image"):
+        if state.get(key):
+            print(f"{key.replace('_', ' ')}: {state[key]}")
+    if running:
+        print(f"settings: {ENV_FILE}")
+    print("running" if running else "stopped")
+    return 0 if running else 3

@@ -1,0 +1,319 @@
+"""Local images: a Debian minbase sandbox image and an execd image, built without any registry."""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import io
+import os
+import platform
+import shutil
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+
+from testbed._docker import apt_install, inspect
+from testbed._paths import CACHE_DIR, EXECD_DIR, IMAGES_DIR
+from testbed._proc import TestbedError, run, run_logged, say, step
+
+SUITE = "bookworm"
+SANDBOX_TAG = "opensandbox-agents/testbed-sandbox:bookworm"
+EXECD_TAG = "opensandbox-agents/testbed-execd:local"
+# Upstream tags that the target frameworks use as defaults; given to our sandbox image when
+# no image of that tag is present (never when it is somebody else's image).
+UPSTREAM_ALIASES = ("opensandbox/code-interpreter:v1.1.0", "python:3.13-slim")
+LABEL = "io.opensandbox-agents.testbed"
+HASH_LABEL = f"{LABEL}.hash"
+KIND_LABEL = f"{LABEL}.kind"
+PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Bumped when the way images are assembled here changes.
+_LAYOUT = "2"
+
+
+def _digest(*parts: bytes | str) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        data = part.encode() if isinstance(part, str) else part
+        h.update(len(data).to_bytes(8, "big"))
+        h.update(data)
+    return h.hexdigest()[:16]
+
+
+def _arch() -> str:
+    if shutil.which("dpkg"):
+        proc = run(["dpkg", "--print-architecture"], check=False, timeout=10)
+        if proc.returncode == 0 and proc.stdout.strip():
+            return proc.stdout.strip()
+    return {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+
+
+def rootfs_hash() -> str:
+    script = (IMAGES_DIR / "rootfs.sh").read_bytes()
+    packages = (IMAGES_DIR / "packages.txt").read_bytes()
+    return _digest("rootfs", _LAYOUT, SUITE, _arch(), script, packages)
+
+
+def sandbox_hash() -> str:
+    entry = (IMAGES_DIR / "code-interpreter.sh").read_bytes()
+    return _digest("sandbox", _LAYOUT, rootfs_hash(), entry)
+
+
+def _execd_sources() -> tuple[Path, Path]:
+    daemon, bootstrap = EXECD_DIR / "execd.py", EXECD_DIR / "bootstrap.sh"
+    missing = [str(p) for p in (daemon, bootstrap) if not p.is_file()]
+    if missing:
+        raise TestbedError(f"execd build inputs missing: {', '.join(missing)}")
+    return daemon, bootstrap
+
+
+def execd_hash() -> str:
+    daemon, bootstrap = _execd_sources()
+    return _digest("execd", _LAYOUT, sandbox_hash(), daemon.read_bytes(), bootstrap.read_bytes())
+
+
+def apt_mirror() -> str:
+    """The Debian mirror this machine's apt uses (deb822 `URIs:` or one-line `deb` entries)."""
+    override = os.environ.get("OSB_TESTBED_MIRROR")
+    if override:
+        return override
+    found: list[tuple[str, list[str]]] = []
+    for path in sorted(glob.glob("/etc/apt/sources.list.d/*.sources")):
+        for stanza in Path(path).read_text(errors="replace").split("\n\n"):
+            fields: dict[str, str] = {}
+            for line in stanza.splitlines():
+                if line.startswith("#") or ":" not in line or line[:1].isspace():
+                    continue
+                key, _, value = line.partition(":")
+                fields[key.strip().lower()] = value.strip()
+            if "deb" not in fields.get("types", "").split():
+                continue
+            if fields.get("enabled", "yes").lower() == "no":
+                continue
+            for uri in fields.get("uris", "").split():
+                found.append((uri, fields.get("suites", "").split()))
+    for path in ["/etc/apt/sources.list", *sorted(glob.glob("/etc/apt/sources.list.d/*.list"))]:
+        if not os.path.isfile(path):
+            continue
+        for line in Path(path).read_text(errors="replace").splitlines():
+            words = line.split("#", 1)[0].split()
+            if not words or words[0] != "deb":
+                continue
+            words = words[1:]
+            if words and words[0].startswith("["):
+                while words and not words[0].endswith("]"):
+                    words = words[1:]
+                words = words[1:]
+            if len(words) >= 2:
+                found.append((words[0], [words[1]]))
+
+    def plain(suites: list[str]) -> bool:
+        return any("-" not in s and "/" not in s for s in suites)
+
+    for uri, suites in found:
+        if plain(suites) and "security" not in uri:
+            return uri.rstrip("/")
+    raise TestbedError(
+        "no Debian mirror found in /etc/apt/sources.list{,.d/*} (set OSB_TESTBED_MIRROR to one)"
+    )
+
+
+def image_labels(tag: str) -> dict[str, str] | None:
+    """The labels of a local image, or None when there is no such image."""
+    data = inspect("image", tag)
+    if not data:
+        return None
+    config = data[0].get("Config") or {}
+    labels = config.get("Labels") if isinstance(config, dict) else None
+    return dict(labels or {})
+
+
+def image_id(tag: str) -> str | None:
+    data = inspect("image", tag)
+    return str(data[0]["Id"]) if data else None
+
+
+def _is_current(tag: str, want: str) -> bool:
+    labels = image_labels(tag)
+    return labels is not None and labels.get(HASH_LABEL) == want
+
+
+def _rootfs_tarball() -> Path:
+    """The cached rootfs tarball, built with debootstrap when missing."""
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    key = rootfs_hash()
+    tarball = CACHE_DIR / f"rootfs-{SUITE}-{key}.tar"
+    if tarball.is_file():
+        say(f"rootfs tarball cached: {tarball.name}")
+        return tarball
+    if shutil.which("debootstrap") is None:
+        apt_install("debootstrap")
+    mirror = apt_mirror()
+    for old in CACHE_DIR.glob(f"rootfs-{SUITE}-*.tar"):
+        say(f"removing outdated rootfs tarball {old.name}")
+        old.unlink()
+    with step(f"debootstrap {SUITE} minbase from {mirror} (takes a few minutes)..."):
+        run_logged(
+            ["bash", str(IMAGES_DIR / "rootfs.sh"), str(tarball), mirror, SUITE],
+            CACHE_DIR / "rootfs-build.log",
+            what="debootstrap",
+            timeout=1800,
+        )
+    return tarball
+
+
+def _tar_of(files: dict[str, tuple[bytes, int]]) -> bytes:
+    """A tar stream of the given {absolute path: (content, mode)}, owned by root."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        dirs: set[str] = set()
+        for path in files:
+            parent = Path(path.lstrip("/")).parent
+            while str(parent) not in (".", ""):
+                dirs.add(str(parent))
+                parent = parent.parent
+        for d in sorted(dirs):
+            info = tarfile.TarInfo(d)
+            info.type = tarfile.DIRTYPE
+            info.mode = 0o755
+            info.mtime = int(time.time())
+            tar.addfile(info)
+        for path, (content, mode) in files.items():
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.size = len(content)
+            info.mode = mode
+            info.mtime = int(time.time())
+            tar.addfile(info, io.BytesIO(content))
+    return buf.getvalue()
+
+
+def _layer(base: str, tag: str, files: dict[str, tuple[bytes, int]], changes: list[str]) -> None:
+    """Commit `files` on top of image `base` as `tag` (docker create + cp + commit: no network)."""
+    cid = run(["docker", "create", "--network=none", base], timeout=60).stdout.strip()
+    try:
+        proc = subprocess.run(
+            ["docker", "cp", "-", f"{cid}:/"],
+            input=_tar_of(files),
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise TestbedError(f"docker cp into {base} failed: {proc.stderr.decode()[-500:]}")
+        args = ["docker", "commit"]
+        for change in changes:
+            args += ["--change", change]
+        run([*args, cid, tag], timeout=300)
+    finally:
+        run(["docker", "rm", "-f", cid], check=False, timeout=60)
+
+
+def _label_changes(kind: str, digest: str) -> list[str]:
+    return [f'LABEL {LABEL}="1" {KIND_LABEL}="{kind}" {HASH_LABEL}="{digest}"']
+
+
+def _retire(old_id: str | None, tag: str) -> None:
+    """Remove an image of ours that a rebuild replaced (best effort: it may still be in use)."""
+    if old_id and old_id != image_id(tag):
+        run(["docker", "rmi", old_id], check=False, timeout=60)
+
+
+def ensure_sandbox_image() -> str:
+    """Build (or reuse) the sandbox image; return its tag."""
+    want = sandbox_hash()
+    if _is_current(SANDBOX_TAG, want):
+        say(f"sandbox image up to date: {SANDBOX_TAG} ({want})")
+    else:
+        labels = image_labels(SANDBOX_TAG)
+        if labels is not None and labels.get(LABEL) != "1":
+            raise TestbedError(f"{SANDBOX_TAG} exists and was not built by the testbed")
+        old = image_id(SANDBOX_TAG)
+        tarball = _rootfs_tarball()
+        base = f"{SANDBOX_TAG}-rootfs"
+        with step(f"docker import {tarball.name} -> {SANDBOX_TAG}..."):
+            changes = [
+                f"ENV {PATH_ENV}",
+                "ENV LANG=C.UTF-8",
+                'CMD ["/bin/bash"]',
+                *_label_changes("rootfs", rootfs_hash()),
+            ]
+            args = ["docker", "import"]
+            for change in changes:
+                args += ["--change", change]
+            run([*args, str(tarball), base], timeout=900)
+            entry = (IMAGES_DIR / "code-interpreter.sh").read_bytes()
+            _layer(
+                base,
+                SANDBOX_TAG,
+                {"/opt/code-interpreter/code-interpreter.sh": (entry, 0o755)},
+                [
+                    "WORKDIR /root",
+                    'CMD ["/bin/bash"]',
+                    *_label_changes("sandbox", want),
+                ],
+            )
+            run(["docker", "rmi", base], check=False, timeout=60)
+        _retire(old, SANDBOX_TAG)
+    _alias_upstream_tags()
+    return SANDBOX_TAG
+
+
+def _alias_upstream_tags() -> None:
+    ours = image_id(SANDBOX_TAG)
+    for alias in UPSTREAM_ALIASES:
+        labels = image_labels(alias)
+        if labels is not None and labels.get(LABEL) != "1":
+            say(f"{alias} exists and is not ours: left as it is")
+            continue
+        if image_id(alias) == ours:
+            continue
+        run(["docker", "tag", SANDBOX_TAG, alias], timeout=60)
+        say(f"tagged {SANDBOX_TAG} as {alias}")
+
+
+def _try_upstream_execd(tag: str) -> bool:
+    if image_labels(tag) is not None:
+        say(f"using local execd image {tag}")
+        return True
+    with step(f"docker pull {tag} (OSB_EXECD_IMAGE)..."):
+        try:
+            proc = subprocess.run(
+                ["docker", "pull", tag], capture_output=True, text=True, timeout=180, check=False
+            )
+        except subprocess.TimeoutExpired:
+            say(f"  pull of {tag} timed out")
+            return False
+    if proc.returncode == 0:
+        return True
+    say(f"  cannot pull {tag}: {(proc.stderr or proc.stdout).strip()[-300:]}")
+    return False
+
+
+def ensure_execd_image() -> str:
+    """The execd image: OSB_EXECD_IMAGE when present or pullable, else our own build."""
+    upstream = os.environ.get("OSB_EXECD_IMAGE", "").strip()
+    if upstream:
+        if _try_upstream_execd(upstream):
+            return upstream
+        say(f"falling back to the testbed's own execd image {EXECD_TAG}")
+    want = execd_hash()
+    if _is_current(EXECD_TAG, want):
+        say(f"execd image up to date: {EXECD_TAG} ({want})")
+        return EXECD_TAG
+    labels = image_labels(EXECD_TAG)
+    if labels is not None and labels.get(LABEL) != "1":
+        raise TestbedError(f"{EXECD_TAG} exists and was not built by the testbed")
+    old = image_id(EXECD_TAG)
+    daemon, bootstrap = _execd_sources()
+    with step(f"building {EXECD_TAG} from {SANDBOX_TAG} + {daemon.name}, {bootstrap.name}..."):
+        _layer(
+            SANDBOX_TAG,
+            EXECD_TAG,
+            {
+                "/execd": (daemon.read_bytes(), 0o755),
+                "/bootstrap.sh": (bootstrap.read_bytes(), 0o755),
+            },
+            ['CMD ["tail", "-f", "/dev/null"]', *_label_changes("execd", want)],
+        )
+    _retire(old, EXECD_TAG)
+    return EXECD_TAG
