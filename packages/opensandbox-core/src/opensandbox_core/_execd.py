@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -122,7 +122,7 @@ class ExecdClient:
         return response.status_code == 200
 
     # -- commands -------------------------------------------------------------------------
-    async def run_events(self, body: Mapping[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    async def run_events(self, body: Mapping[str, Any]) -> AsyncGenerator[dict[str, Any]]:
         """POST /command and yield its events as they arrive. No read timeout."""
         timeout = httpx.Timeout(
             self._timeout.connect, read=None, write=self._timeout.write, pool=None

@@ -344,7 +344,16 @@ class AsyncSandboxSession:
             await clients.sdk_config.close_transport_if_owned()
 
     async def __aenter__(self) -> AsyncSandboxSession:
-        await self._ensure()
+        try:
+            await self._ensure()
+        except BaseException:
+            # A sandbox created before the failure would otherwise be left behind.
+            if self._owned:
+                with contextlib.suppress(Exception):
+                    await self.destroy()
+            else:
+                await self.aclose()
+            raise
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -590,14 +599,25 @@ class AsyncSandboxSession:
         command = f"{setup}; {PROBE_COMMAND}"
         stdout: list[str] = []
         stderr: list[str] = []
+        finished: list[bool] = []
+
+        def handle(event: Mapping[str, Any]) -> None:
+            kind = event.get("type")
+            if kind == "stdout":
+                stdout.append(str(event.get("text", "")))
+            elif kind == "stderr":
+                stderr.append(str(event.get("text", "")))
+            elif kind in ("execution_complete", "error"):
+                finished.append(True)
+
         try:
             async with asyncio.timeout(60):
-                async for event in execd.run_events({"command": command, "timeout": 30000}):
-                    kind = event.get("type")
-                    if kind == "stdout":
-                        stdout.append(str(event.get("text", "")))
-                    elif kind == "stderr":
-                        stderr.append(str(event.get("text", "")))
+                await _read_events(
+                    execd,
+                    {"command": command, "timeout": 30000},
+                    handle,
+                    done=lambda: bool(finished),
+                )
         except Exception as exc:
             await self._fail(clients, exc, "start using the sandbox", execd=execd)
         framing = classify_probe(stdout)
@@ -763,29 +783,32 @@ class AsyncSandboxSession:
         started = time.monotonic()
         grace = None if limit is None else limit + min(10.0, 2.0 + limit * 0.1)
 
+        def handle(event: Mapping[str, Any]) -> Awaitable[None] | None:
+            kind = event.get("type")
+            if kind == "init":
+                state["id"] = event.get("text") or None
+            elif kind in ("stdout", "stderr"):
+                piece = rebuild(framing, str(event.get("text", "")))
+                (out if kind == "stdout" else err).add(piece)
+                if on_output is not None:
+                    return on_output(kind, piece)
+            elif kind == "execution_complete":
+                state["exit"] = 0
+            elif kind == "error":
+                error = event.get("error") or {}
+                if error.get("ename") == "CommandExecError":
+                    try:
+                        state["exit"] = int(str(error.get("evalue", "")).strip())
+                    except ValueError:
+                        state["error"] = str(error.get("evalue", ""))[:300]
+                else:
+                    state["error"] = f"{error.get('ename')}: {error.get('evalue')}"[:300]
+            return None
+
         async def consume() -> None:
-            async for event in execd.run_events(body):
-                kind = event.get("type")
-                if kind == "init":
-                    state["id"] = event.get("text") or None
-                elif kind in ("stdout", "stderr"):
-                    piece = rebuild(framing, str(event.get("text", "")))
-                    (out if kind == "stdout" else err).add(piece)
-                    if on_output is not None:
-                        maybe = on_output(kind, piece)
-                        if inspect.isawaitable(maybe):
-                            await maybe
-                elif kind == "execution_complete":
-                    state["exit"] = 0
-                elif kind == "error":
-                    error = event.get("error") or {}
-                    if error.get("ename") == "CommandExecError":
-                        try:
-                            state["exit"] = int(str(error.get("evalue", "")).strip())
-                        except ValueError:
-                            state["error"] = str(error.get("evalue", ""))[:300]
-                    else:
-                        state["error"] = f"{error.get('ename')}: {error.get('evalue')}"[:300]
+            await _read_events(
+                execd, body, handle, done=lambda: state["exit"] is not None or bool(state["error"])
+            )
 
         try:
             async with asyncio.timeout(grace):
@@ -1211,6 +1234,43 @@ class AsyncSandboxSession:
                 return TransferResult(path=path, content=content)
 
         return list(await asyncio.gather(*(one(p) for p in paths)))
+
+
+_TRAILING_WINDOW = 0.05
+
+
+async def _read_events(
+    execd: ExecdClient,
+    body: Mapping[str, Any],
+    handle: Callable[[Mapping[str, Any]], Awaitable[None] | None],
+    *,
+    done: Callable[[], bool],
+) -> None:
+    """Feed a command's events to `handle` until the stream ends.
+
+    execd keeps the stream open for a grace period (1 s by default) after the final event, and
+    older versions may still send output right after it; so once the command has finished, the
+    stream is read only while events keep coming within a short window, then closed.
+    """
+    events = execd.run_events(body)
+    try:
+        while True:
+            if not done():
+                event = await anext(events, None)
+            else:
+                try:
+                    async with asyncio.timeout(_TRAILING_WINDOW):
+                        event = await anext(events, None)
+                except TimeoutError:
+                    return
+            if event is None:
+                return
+            pending = handle(event)
+            if pending is not None and inspect.isawaitable(pending):
+                await pending
+    finally:
+        with contextlib.suppress(Exception):
+            await events.aclose()
 
 
 def _file_info(path: str, info: Mapping[str, Any], *, is_dir: bool, is_file: bool) -> FileInfo:

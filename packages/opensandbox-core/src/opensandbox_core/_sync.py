@@ -215,7 +215,7 @@ class SandboxSession:
         _portal.run(self._async.aclose())
 
     def __enter__(self) -> SandboxSession:
-        self.start()
+        _portal.run(self._async.__aenter__())
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -1,0 +1,68 @@
+"""Rules about the monorepo itself: lockstep versions, dependency direction, typed packages."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = {
+    "opensandbox-core": "opensandbox_core",
+    "deepagents-opensandbox-backend": "deepagents_opensandbox_backend",
+    "pydantic-ai-opensandbox": "pydantic_ai_opensandbox",
+}
+
+
+def _project(dist: str) -> dict[str, object]:
+    data = tomllib.loads((ROOT / "packages" / dist / "pyproject.toml").read_text())
+    project = data["project"]
+    assert isinstance(project, dict)
+    return project
+
+
+def test_versions_move_in_lockstep() -> None:
+    versions = {dist: _project(dist)["version"] for dist in PACKAGES}
+    assert len(set(versions.values())) == 1, versions
+    version = versions["opensandbox-core"]
+    assert isinstance(version, str)
+    major, minor, _ = version.split(".")
+    for dist in ("deepagents-opensandbox-backend", "pydantic-ai-opensandbox"):
+        deps = _project(dist)["dependencies"]
+        assert isinstance(deps, list)
+        core = [d for d in deps if d.startswith("opensandbox-core")]
+        assert core == [f"opensandbox-core>={version},<{major}.{int(minor) + 1}"], core
+
+
+@pytest.mark.parametrize(("dist", "module"), PACKAGES.items())
+def test_package_is_typed_and_versioned(dist: str, module: str) -> None:
+    src = ROOT / "packages" / dist / "src" / module
+    assert (src / "py.typed").exists()
+    init = (src / "__init__.py").read_text()
+    assert f'__version__ = "{_project(dist)["version"]}"' in init
+    assert "__all__" in init
+
+
+def _imports(module_dir: Path) -> set[str]:
+    names: set[str] = set()
+    for path in module_dir.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module.split(".")[0])
+    return names
+
+
+def test_dependency_direction() -> None:
+    core = _imports(ROOT / "packages/opensandbox-core/src/opensandbox_core")
+    assert not core & {"deepagents", "pydantic_ai", "langchain", "langchain_core"}, core
+    assert not core & {"deepagents_opensandbox_backend", "pydantic_ai_opensandbox"}
+    deep = _imports(
+        ROOT / "packages/deepagents-opensandbox-backend/src/deepagents_opensandbox_backend"
+    )
+    assert "pydantic_ai_opensandbox" not in deep and "pydantic_ai" not in deep
+    pyd = _imports(ROOT / "packages/pydantic-ai-opensandbox/src/pydantic_ai_opensandbox")
+    assert "deepagents_opensandbox_backend" not in pyd and "deepagents" not in pyd
