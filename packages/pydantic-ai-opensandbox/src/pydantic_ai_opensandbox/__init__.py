@@ -1,5 +1,23 @@
-"""pydantic-ai-opensandbox."""
+"""pydantic-ai-opensandbox: a sandbox on your own OpenSandbox server as a Pydantic AI workspace.
+
+`OpenSandbox` is the capability to give an agent; `OpenSandboxBackend` is the workspace backend, for
+applications that create or attach to a sandbox themselves and pass it to a run as `workspace=`.
+
+```python
+from pydantic_ai import Agent
+from pydantic_ai_harness.coder import Coder
+from pydantic_ai_opensandbox import OpenSandbox
+
+agent = Agent('anthropic:claude-opus-5-5', capabilities=[OpenSandbox(image='python:3.13-slim'), Coder()])
+```
+
+Verified on 2026-11-29 with pydantic-ai-slim 2.62.0, pydantic-ai-harness 0.62.0 and
+opensandbox-server 1.1.1.
+"""
+
+from ._backend import CREATE_METADATA_KEY, OpenSandboxBackend
+from ._capability import OpenSandbox
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["CREATE_METADATA_KEY", "OpenSandbox", "OpenSandboxBackend", "__version__"]

@@ -1,0 +1,216 @@
+"""The `OpenSandbox` capability: supplies an OpenSandbox sandbox as an agent run's workspace.
+
+Verified on 2026-11-29 with pydantic-ai-slim 2.62.0, pydantic-ai-harness 0.62.0 (`Coder`, `Shell`)
+and opensandbox-server 1.1.1: a run creates its sandbox on first use, a follow-up run finds it in the
+message history, `workspace=ref` reattaches, `workspace='new'` creates another, a destroyed sandbox
+raises `WorkspaceUnavailableError`, and a run under `DBOSDurability` (dbos 3.4, SQLite) records the
+ref in its first step and reaches the same sandbox after a worker failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic_ai.capabilities import AbstractCapability, WrapRunHandler
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.tools import AgentDepsT, RunContext
+from pydantic_ai.workspaces import Workspace, WorkspaceBackend, WorkspaceRef, WrapperWorkspace
+
+from ._backend import (
+    DEFAULT_WORKING_DIR,
+    PROVIDER,
+    OpenSandboxBackend,
+    check_env,
+    check_sandbox_timeout,
+    check_working_dir,
+    destroy_by_id,
+)
+
+if TYPE_CHECKING:
+    from opensandbox.config import ConnectionConfig
+
+    from pydantic_ai.run import AgentRunResult
+
+__all__ = ["OpenSandbox"]
+
+
+class _SuppliedBackend(OpenSandboxBackend):
+    """A backend `OpenSandbox` built for one run; the capability closes it when that run ends."""
+
+    def __init__(self, *, run_id: str | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.run_id = run_id
+        # Until a run claims it nothing closes this backend (a durable engine may build one per
+        # step and drop it), so its clients close after each operation instead.
+        self._close_after_operation = True
+
+    def claim(self, owned: bool) -> None:
+        """Keep the clients open across operations while the run that closes them is in progress."""
+        self._close_after_operation = not owned
+
+
+def _innermost_backend(workspace: Workspace) -> WorkspaceBackend:
+    # Through `wrapped`, not `backend`: a durable workspace refuses `backend` in workflow code.
+    current: WorkspaceBackend = workspace
+    while isinstance(current, Workspace):
+        current = current.wrapped if isinstance(current, WrapperWorkspace) else current.backend
+    return current
+
+
+@dataclass(kw_only=True)
+class OpenSandbox(AbstractCapability[AgentDepsT]):
+    """Supply a sandbox on your own OpenSandbox server as the run's workspace, created on first use.
+
+    ```python
+    from pydantic_ai import Agent
+    from pydantic_ai_harness.coder import Coder
+    from pydantic_ai_opensandbox import OpenSandbox
+
+    agent = Agent('anthropic:claude-opus-5-5', capabilities=[OpenSandbox(image='python:3.13-slim'), Coder()])
+    ```
+
+    With an `image`, a run without a ref creates a sandbox on first use; a `WorkspaceRef` (from the
+    message history or `workspace=`) attaches to an existing one. A run never deletes its sandbox:
+    call `destroy(ref)`, or set `sandbox_timeout`. Without an `image` the capability only attaches
+    and destroys by ref. It supplies the workspace only; compose it with `Coder`, `Shell` or
+    `FileSystem` to give the model tools that use it.
+    """
+
+    image: str | None = None
+    """Image for a new sandbox, such as `'python:3.13-slim'`; it needs a POSIX sh and the usual file
+    utilities. `None` only attaches to and destroys sandboxes by ref."""
+
+    connection: ConnectionConfig | None = field(default=None, repr=False)
+    """The SDK's `opensandbox.config.ConnectionConfig`, used as given. `None` reads
+    `OPEN_SANDBOX_DOMAIN` and `OPEN_SANDBOX_API_KEY` on each run."""
+
+    resource: Mapping[str, str] | None = None
+    """Limits for a new sandbox, such as `{'cpu': '500m', 'memory': '1Gi'}`; `None`: one CPU, 2 GiB."""
+
+    allow_internet_access: bool = True
+    """`False` asks the server for deny-all egress on a new sandbox; `True` sends no policy."""
+
+    secure_access: bool = False
+    """Ask the server for Secure Access on a new sandbox (Kubernetes ingress gateway only)."""
+
+    sandbox_timeout: int | None = None
+    """Seconds a sandbox may go unused before the server deletes it, files included; every operation
+    renews it, also on an attached sandbox. `None` keeps it until destroyed."""
+
+    working_dir: str | None = DEFAULT_WORKING_DIR
+    """Absolute directory commands start in and relative paths resolve against, created on first use
+    if missing; `None` uses the image's own."""
+
+    env: Mapping[str, str] | None = field(default=None, repr=False)
+    """Variables every command gets, also in an attached sandbox. Nothing is read from the host."""
+
+    def __post_init__(self) -> None:
+        if self.defer_loading:
+            raise UserError(
+                "`OpenSandbox` does not support `defer_loading=True`: the workspace is selected "
+                "before deferred capabilities load."
+            )
+        if self.image is not None and (not isinstance(self.image, str) or not self.image.strip()):
+            raise UserError("image must be a non-empty image reference such as 'python:3.13-slim'.")
+        try:
+            check_working_dir(self.working_dir)
+            check_env(self.env)
+            check_sandbox_timeout(self.sandbox_timeout)
+        except (TypeError, ValueError) as exc:
+            raise UserError(str(exc)) from None
+
+    @classmethod
+    def from_spec(
+        cls,
+        *,
+        id: str | None = None,
+        description: str | None = None,
+        image: str | None = None,
+        resource: Mapping[str, str] | None = None,
+        allow_internet_access: bool = True,
+        secure_access: bool = False,
+        sandbox_timeout: int | None = None,
+        working_dir: str | None = DEFAULT_WORKING_DIR,
+        env: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> OpenSandbox[Any]:
+        """Build from an agent spec, with the fields JSON can express.
+
+        The signature is explicit so that the SDK's `ConnectionConfig` does not hide the schema;
+        specs reach the server through `OPEN_SANDBOX_DOMAIN` and `OPEN_SANDBOX_API_KEY`.
+        """
+        return cls(
+            id=id,
+            description=description,
+            image=image,
+            resource=resource,
+            allow_internet_access=allow_internet_access,
+            secure_access=secure_access,
+            sandbox_timeout=sandbox_timeout,
+            working_dir=working_dir,
+            env=env,
+            **kwargs,
+        )
+
+    def backend(self, ref: WorkspaceRef) -> OpenSandboxBackend:
+        """A lazy backend for an existing sandbox (no I/O until its first operation)."""
+        return OpenSandboxBackend(
+            ref=ref,
+            connection=self.connection,
+            working_dir=self.working_dir,
+            env=self.env,
+            sandbox_timeout=self.sandbox_timeout,
+        )
+
+    async def destroy(self, ref: WorkspaceRef) -> None:
+        """Delete a sandbox by id, files included; one that no longer exists returns quietly."""
+        if ref.provider != PROVIDER:
+            raise ValueError(f"unsupported workspace provider {ref.provider!r}; expected 'opensandbox'")
+        await destroy_by_id(ref.id, self.connection)
+
+    def get_workspace(
+        self, ctx: RunContext[AgentDepsT], *, ref: WorkspaceRef | None
+    ) -> WorkspaceBackend | None:
+        """Build the backend for this run. No I/O here: it creates or attaches on first use."""
+        if ref is not None and ref.provider != PROVIDER:
+            return None
+        if ref is None and self.image is None:
+            return None
+        common: dict[str, Any] = {
+            "run_id": ctx.run_id,
+            "connection": self.connection,
+            "working_dir": self.working_dir,
+            "env": self.env,
+            "sandbox_timeout": self.sandbox_timeout,
+        }
+        if ref is not None:
+            return _SuppliedBackend(ref=ref, **common)
+        return _SuppliedBackend(
+            image=self.image,
+            resource=self.resource,
+            allow_internet_access=self.allow_internet_access,
+            secure_access=self.secure_access,
+            **common,
+        )
+
+    async def wrap_run(
+        self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler
+    ) -> AgentRunResult[Any]:
+        # Only the backend this run built: one passed as `workspace=` belongs to whoever built it.
+        backend = _innermost_backend(ctx.workspace)
+        owned = (
+            backend
+            if isinstance(backend, _SuppliedBackend) and backend.run_id == ctx.run_id
+            else None
+        )
+        if owned is not None:
+            owned.claim(True)
+        try:
+            return await handler()
+        finally:
+            if owned is not None:
+                # `result.workspace` outlives the run, with no one left to close it.
+                owned.claim(False)
+                await owned.aclose()
