@@ -9,7 +9,9 @@ import nox
 
 ROOT = Path(__file__).parent
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
-PACKAGES = nox.project.dependency_groups(PYPROJECT, "packages")
+PACKAGES = [
+    arg for path in PYPROJECT["tool"]["opensandbox-agents"]["packages"] for arg in ("-e", path)
+]
 TEST_DEPS = nox.project.dependency_groups(PYPROJECT, "test")
 
 nox.options.default_venv_backend = "uv|virtualenv"
@@ -67,9 +69,7 @@ def integration(session: nox.Session) -> None:
     _install_all(session)
     started = _ensure_testbed(session)
     try:
-        session.run(
-            "pytest", "tests/live", "-m", "not slow", *session.posargs, env=_testbed_env()
-        )
+        session.run("pytest", "tests/live", "-m", "not slow", *session.posargs, env=_testbed_env())
     finally:
         if started and not os.environ.get("OSB_KEEP_TESTBED"):
             _testbed(session, "stop")
@@ -106,7 +106,12 @@ def demo(session: nox.Session) -> None:
     _install_all(session)
     started = _ensure_testbed(session)
     try:
-        session.run("python", "-m", "testbed.demo", env={**_testbed_env(), "PYTHONPATH": str(ROOT / "tests")})
+        session.run(
+            "python",
+            "-m",
+            "testbed.demo",
+            env={**_testbed_env(), "PYTHONPATH": str(ROOT / "tests")},
+        )
     finally:
         if started and not os.environ.get("OSB_KEEP_TESTBED"):
             _testbed(session, "stop")
