@@ -52,6 +52,7 @@ def start() -> int:
     state = load_state()
     if is_running(state) and ENV_FILE.is_file():
         say(f"already running on 127.0.0.1:{state['port']} (settings in {ENV_FILE})")
+        _warn_if_stale(state)
         return 0
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     STATE_DIR.chmod(0o700)
@@ -95,6 +96,21 @@ def start() -> int:
     )
     say(f"testbed running after {time.monotonic() - t0:.1f}s; settings in {ENV_FILE}")
     return 0
+
+
+def _warn_if_stale(state: dict[str, Any]) -> None:
+    """Say so when the execd sources changed since the running server's image was built."""
+    if state.get("execd_image") != _images.EXECD_TAG:
+        return
+    with contextlib.suppress(TestbedError, OSError):
+        labels = _images.image_labels(_images.EXECD_TAG) or {}
+        if labels.get(_images.HASH_LABEL) != _images.execd_hash():
+            say("NOTE: the execd sources changed since this server started: `restart` to rebuild")
+
+
+def restart() -> int:
+    stop()
+    return start()
 
 
 def our_sandbox_containers(instance: str) -> list[dict[str, Any]]:
@@ -197,5 +213,6 @@ def status(quiet: bool) -> int:
             print(f"{key.replace('_', ' ')}: {state[key]}")
     if running:
         print(f"settings: {ENV_FILE}")
+        _warn_if_stale(state)
     print("running" if running else "stopped")
     return 0 if running else 3

@@ -278,7 +278,7 @@ def _try_upstream_execd(tag: str) -> bool:
     with step(f"docker pull {tag} (OSB_EXECD_IMAGE)..."):
         try:
             proc = subprocess.run(
-                ["docker", "pull", tag], capture_output=True, text=True, timeout=180, check=False
+                ["docker", "pull", tag], capture_output=True, text=True, timeout=90, check=False
             )
         except subprocess.TimeoutExpired:
             say(f"  pull of {tag} timed out")
