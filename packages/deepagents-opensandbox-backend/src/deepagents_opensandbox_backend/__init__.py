@@ -1,5 +1,22 @@
-"""deepagents-opensandbox-backend."""
+"""deepagents-opensandbox-backend: a Deep Agents sandbox backend on a self-hosted OpenSandbox.
+
+```python
+from deepagents import create_deep_agent
+from deepagents_opensandbox_backend import OpenSandboxBackend
+
+with OpenSandboxBackend.create(api_key="...") as backend:
+    agent = create_deep_agent(model="anthropic:claude-sonnet-4-6", backend=backend)
+    agent.invoke({"messages": "Write and run a script that prints the first ten primes"})
+```
+
+Verified against deepagents 0.7.32, langchain-tests 1.1.9 and opensandbox-server 1.1.1 on
+2026-11-29. See the package README for setup, security and troubleshooting.
+"""
+
+from opensandbox_core import InsecureSandboxWarning
+
+from ._backend import DEFAULT_IMAGE, OpenSandboxBackend
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["DEFAULT_IMAGE", "InsecureSandboxWarning", "OpenSandboxBackend", "__version__"]

@@ -1,0 +1,196 @@
+"""The translation tables between opensandbox-core and Deep Agents, and the image rules.
+
+Everything here is pure (no I/O), so the unit tests cover it without a server.
+
+Verified against deepagents 0.7.32 (`deepagents.backends.protocol`, `deepagents.backends.sandbox`
+and the `FilesystemBackend` error mapping), opensandbox-core 0.1.0 and opensandbox-server 1.1.1,
+on 2026-11-29.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import shlex
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Final
+
+from deepagents.backends.protocol import (
+    FILE_NOT_FOUND,
+    INVALID_PATH,
+    IS_DIRECTORY,
+    PERMISSION_DENIED,
+    FileOperationError,
+)
+
+from opensandbox_core import ConfigurationError, TransferResult
+
+__all__ = [
+    "CODE_INTERPRETER_ENTRYPOINTS",
+    "TRANSFER_ERRORS",
+    "check_transfer_path",
+    "default_entrypoint",
+    "execute_timeout",
+    "lifetime_seconds",
+    "transfer_error",
+]
+
+# -- file transfer outcomes ------------------------------------------------------------------
+
+TRANSFER_ERRORS: Final[dict[str, FileOperationError | None]] = {
+    # opensandbox-core's TransferResult.error  ->  Deep Agents' FileOperationError
+    "file_not_found": FILE_NOT_FOUND,
+    "permission_denied": PERMISSION_DENIED,
+    "is_directory": IS_DIRECTORY,
+    "invalid_path": INVALID_PATH,
+    # A parent of the path is a regular file: the path cannot name anything. Deep Agents' own
+    # FilesystemBackend reports NotADirectoryError as invalid_path too.
+    "not_a_directory": INVALID_PATH,
+    # Not about the file: the sandbox is gone, or the server failed. These raise (None).
+    "unavailable": None,
+    "error": None,
+}
+"""How each per-file outcome of the core's batch transfer is reported to Deep Agents.
+
+`None` means "not a per-file condition": the exception is raised instead, exactly like Deep
+Agents' `FilesystemBackend` re-raises what it cannot classify.
+"""
+
+_ERRNO_ERRORS: Final[dict[int, FileOperationError]] = {
+    # Path-level failures the core reports as a plain OSError (`error == "error"`).
+    errno.ELOOP: INVALID_PATH,
+    errno.ENAMETOOLONG: INVALID_PATH,
+    errno.EINVAL: INVALID_PATH,  # e.g. a FIFO or device where a regular file is expected
+    errno.EEXIST: INVALID_PATH,
+    errno.EROFS: PERMISSION_DENIED,
+}
+
+
+def check_transfer_path(path: object) -> FileOperationError | None:
+    """`invalid_path` for a path that must not be sent at all, else None.
+
+    Deep Agents' contract: paths are absolute. A relative path would otherwise be resolved
+    against the sandbox's working directory by the core, and a NUL byte can never be part of a
+    POSIX path.
+    """
+    if not isinstance(path, str) or not path or not path.startswith("/") or "\0" in path:
+        return INVALID_PATH
+    return None
+
+
+def transfer_error(result: TransferResult) -> FileOperationError | None:
+    """The Deep Agents error code of one core transfer result (None on success).
+
+    Raises the underlying exception when the failure is not about that file.
+    """
+    if result.error is None:
+        return None
+    code = TRANSFER_ERRORS.get(result.error)
+    if code is not None:
+        return code
+    exc = result.exception
+    if isinstance(exc, OSError) and exc.errno in _ERRNO_ERRORS:
+        return _ERRNO_ERRORS[exc.errno]
+    if exc is not None:
+        raise exc
+    raise RuntimeError(f"Transfer of {result.path!r} failed without a reason ({result.error}).")
+
+
+# -- time values -----------------------------------------------------------------------------
+
+
+def _seconds(value: object, name: str) -> float:
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise ConfigurationError(
+            f"{name} must be a number of seconds or a timedelta, got {type(value).__name__}."
+        )
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ConfigurationError(f"{name} must be a finite, non-negative duration, got {value!r}.")
+    return seconds
+
+
+def lifetime_seconds(value: timedelta | float | None, name: str = "timeout") -> float | None:
+    """A sandbox idle lifetime in seconds; None (or zero) keeps the sandbox until it is killed."""
+    if value is None:
+        return None
+    seconds = _seconds(value, name)
+    if seconds == 0:
+        return None
+    if seconds < 1:
+        raise ConfigurationError(f"{name} must be at least one second, got {value!r}.")
+    return seconds
+
+
+def execute_timeout(value: object) -> float | None:
+    """The `timeout` of `execute()` as the core wants it: a positive number, or None (no limit).
+
+    The caller handles `None` (the backend default) before calling this; `0` means no limit.
+    Anything that is not a non-negative number is a `ValueError` (the execute tool reports that
+    to the model).
+    """
+    seconds = _seconds(value, "timeout")
+    return None if seconds == 0 else seconds
+
+
+# -- images ----------------------------------------------------------------------------------
+
+CODE_INTERPRETER_REPOSITORY: Final = "opensandbox/code-interpreter"
+
+CODE_INTERPRETER_ENTRYPOINTS: Final[dict[str, tuple[str, ...]]] = {
+    # The entrypoint script moved between releases of the code-interpreter image.
+    "v1.0.1": ("/opt/opensandbox/code-interpreter.sh",),
+    "v1.0.2": ("/opt/opensandbox/code-interpreter.sh",),
+    "v1.1.0": ("/opt/code-interpreter/code-interpreter.sh",),
+}
+
+_PROBING_ENTRYPOINT: Final[tuple[str, ...]] = (
+    "/bin/sh",
+    "-c",
+    "for s in /opt/code-interpreter/code-interpreter.sh /opt/opensandbox/code-interpreter.sh; "
+    'do if [ -x "$s" ]; then exec "$s"; fi; done; exec tail -f /dev/null',
+)
+"""For code-interpreter tags not in the table: run whichever script the image has."""
+
+
+def split_image(image: str) -> tuple[str, str | None]:
+    """(repository without registry host, tag) of an image reference; a digest counts as no tag."""
+    name = image.split("@", 1)[0]
+    head, _, last = name.rpartition("/")
+    tag: str | None = None
+    if ":" in last:
+        last, tag = last.split(":", 1)
+    parts = [*head.split("/"), last] if head else [last]
+    # Drop a registry host ("docker.io", "localhost:5000", "registry.example.com").
+    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
+        parts = parts[1:]
+    return "/".join(parts), tag
+
+
+def default_entrypoint(image: str) -> list[str] | None:
+    """The container command that fits `image`, or None for the image's own (SDK default).
+
+    Code-interpreter images need their entrypoint script, whose path depends on the tag;
+    other images keep the default (`tail -f /dev/null`).
+    """
+    repository, tag = split_image(image)
+    if repository != CODE_INTERPRETER_REPOSITORY:
+        return None
+    known = CODE_INTERPRETER_ENTRYPOINTS.get(tag or "")
+    return list(known if known is not None else _PROBING_ENTRYPOINT)
+
+
+def entrypoint_argv(entrypoint: str | Sequence[str] | None, image: str) -> list[str] | None:
+    """The entrypoint given by the user (a string is split like a shell would), else the default."""
+    if entrypoint is None:
+        return default_entrypoint(image)
+    if isinstance(entrypoint, str):
+        argv = shlex.split(entrypoint)
+        if not argv:
+            raise ConfigurationError("entrypoint must not be empty; pass None for the default.")
+        return argv
+    return list(entrypoint)

@@ -1,0 +1,262 @@
+"""Offline rules of the Deep Agents backend: tables, entrypoints, timeouts, no I/O, no secrets."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import warnings
+from datetime import timedelta
+
+import pytest
+from deepagents.backends.protocol import FileOperationError
+from opensandbox_core import (
+    AsyncSandboxSession,
+    ConfigurationError,
+    Connection,
+    SandboxSpec,
+    SandboxUnavailableError,
+    ServerError,
+    TransferResult,
+)
+from opensandbox_core._config import _reset_insecure_warning
+
+import deepagents_opensandbox_backend
+from deepagents_opensandbox_backend import InsecureSandboxWarning, OpenSandboxBackend
+from deepagents_opensandbox_backend._mapping import (
+    TRANSFER_ERRORS,
+    check_transfer_path,
+    default_entrypoint,
+    entrypoint_argv,
+    execute_timeout,
+    lifetime_seconds,
+    split_image,
+    transfer_error,
+)
+
+SECRET = "sk-unit-test-secret-0123456789"
+
+
+def test_public_names() -> None:
+    assert set(deepagents_opensandbox_backend.__all__) == {
+        "DEFAULT_IMAGE",
+        "InsecureSandboxWarning",
+        "OpenSandboxBackend",
+        "__version__",
+    }
+    assert issubclass(InsecureSandboxWarning, UserWarning)
+
+
+# -- transfer outcomes -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("core", "expected"),
+    [
+        ("file_not_found", "file_not_found"),
+        ("permission_denied", "permission_denied"),
+        ("is_directory", "is_directory"),
+        ("invalid_path", "invalid_path"),
+        ("not_a_directory", "invalid_path"),
+    ],
+)
+def test_per_file_codes(core: str, expected: FileOperationError) -> None:
+    assert transfer_error(TransferResult(path="/p", error=core)) == expected
+
+
+def test_every_core_code_has_a_row() -> None:
+    codes = {
+        "file_not_found",
+        "permission_denied",
+        "is_directory",
+        "not_a_directory",
+        "invalid_path",
+        "unavailable",
+        "error",
+    }
+    assert set(TRANSFER_ERRORS) == codes
+    assert set(TRANSFER_ERRORS.values()) - {None} <= {
+        "file_not_found",
+        "permission_denied",
+        "is_directory",
+        "invalid_path",
+    }
+
+
+def test_success_has_no_code() -> None:
+    assert transfer_error(TransferResult(path="/p", content=b"")) is None
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [(errno.ELOOP, "invalid_path"), (errno.ENAMETOOLONG, "invalid_path"), (errno.EINVAL, "invalid_path"), (errno.EROFS, "permission_denied")],
+)
+def test_path_level_oserrors_are_codes(code: int, expected: str) -> None:
+    exc = OSError(code, "x", "/p")
+    assert transfer_error(TransferResult(path="/p", error="error", exception=exc)) == expected
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        SandboxUnavailableError("gone", sandbox_id="s"),
+        ServerError("boom", status_code=500),
+        OSError(errno.ENOSPC, "No space left on device", "/p"),
+    ],
+)
+def test_failures_not_about_the_file_raise(exc: Exception) -> None:
+    code = "unavailable" if isinstance(exc, SandboxUnavailableError) else "error"
+    with pytest.raises(type(exc)):
+        transfer_error(TransferResult(path="/p", error=code, exception=exc))
+
+
+@pytest.mark.parametrize(
+    "path", ["", "relative.txt", "./x", "../etc/passwd", "~/x", "/a/\0b", None, b"/bytes"]
+)
+def test_paths_refused_before_sending(path: object) -> None:
+    assert check_transfer_path(path) == "invalid_path"
+
+
+@pytest.mark.parametrize("path", ["/a", "/tmp/with space/é ' \" \n.txt", "/a/../b"])
+def test_absolute_paths_are_sent(path: str) -> None:
+    assert check_transfer_path(path) is None
+
+
+# -- images and entrypoints --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("image", "expected"),
+    [
+        ("opensandbox/code-interpreter:v1.0.1", ["/opt/opensandbox/code-interpreter.sh"]),
+        ("opensandbox/code-interpreter:v1.0.2", ["/opt/opensandbox/code-interpreter.sh"]),
+        ("opensandbox/code-interpreter:v1.1.0", ["/opt/code-interpreter/code-interpreter.sh"]),
+        (
+            "docker.io/opensandbox/code-interpreter:v1.1.0",
+            ["/opt/code-interpreter/code-interpreter.sh"],
+        ),
+        (
+            "localhost:5000/opensandbox/code-interpreter:v1.0.2",
+            ["/opt/opensandbox/code-interpreter.sh"],
+        ),
+        ("python:3.13-slim", None),
+        ("ubuntu", None),
+        ("localhost:5000/python:3.13", None),
+        ("myorg/code-interpreter:v1.1.0", None),
+    ],
+)
+def test_entrypoint_follows_the_tag(image: str, expected: list[str] | None) -> None:
+    assert default_entrypoint(image) == expected
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "opensandbox/code-interpreter:latest",
+        "opensandbox/code-interpreter",
+        "opensandbox/code-interpreter@sha256:" + "a" * 64,
+    ],
+)
+def test_unknown_code_interpreter_tags_probe_for_the_script(image: str) -> None:
+    argv = default_entrypoint(image)
+    assert argv is not None and argv[:2] == ["/bin/sh", "-c"]
+    assert "/opt/code-interpreter/code-interpreter.sh" in argv[2]
+    assert "/opt/opensandbox/code-interpreter.sh" in argv[2]
+
+
+def test_split_image() -> None:
+    assert split_image("registry.example.com/a/b:1") == ("a/b", "1")
+    assert split_image("a/b@sha256:ff") == ("a/b", None)
+
+
+def test_entrypoint_override() -> None:
+    image = "opensandbox/code-interpreter:v1.1.0"
+    assert entrypoint_argv("/opt/custom.sh --flag", image) == ["/opt/custom.sh", "--flag"]
+    assert entrypoint_argv(["tail", "-f", "/dev/null"], image) == ["tail", "-f", "/dev/null"]
+    with pytest.raises(ValueError, match="empty"):
+        entrypoint_argv("  ", image)
+
+
+# -- time values -------------------------------------------------------------------------------
+
+
+def test_execute_timeouts() -> None:
+    assert execute_timeout(0) is None
+    assert execute_timeout(5) == 5.0
+    assert execute_timeout(0.5) == 0.5
+    for bad in (-1, True, "10", float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            execute_timeout(bad)
+
+
+def test_lifetimes() -> None:
+    assert lifetime_seconds(timedelta(minutes=30)) == 1800.0
+    assert lifetime_seconds(None) is None
+    assert lifetime_seconds(0) is None
+    assert lifetime_seconds(90) == 90.0
+    with pytest.raises(ConfigurationError):
+        lifetime_seconds(timedelta(seconds=-1))
+    with pytest.raises(ConfigurationError):
+        lifetime_seconds(0.5)
+
+
+# -- construction ------------------------------------------------------------------------------
+
+
+def _offline_session(**kwargs: object) -> AsyncSandboxSession:
+    # Port 9 (discard) on loopback: any request would fail loudly.
+    connection = Connection(domain="127.0.0.1:9", api_key=SECRET)
+    return AsyncSandboxSession(SandboxSpec(image="python:3.13-slim"), connection=connection)
+
+
+def test_construction_does_no_io(monkeypatch: pytest.MonkeyPatch) -> None:
+    import httpx
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("construction must not send requests")
+
+    monkeypatch.setattr(httpx.AsyncClient, "send", refuse)
+    monkeypatch.setattr(httpx.Client, "send", refuse)
+    backend = OpenSandboxBackend(_offline_session())
+    assert backend.owned is False
+    with pytest.raises(RuntimeError, match="not been created"):
+        _ = backend.id
+
+
+def test_constructor_wants_a_core_session() -> None:
+    with pytest.raises(TypeError, match="AsyncSandboxSession"):
+        OpenSandboxBackend("sandbox-id")  # type: ignore[arg-type]
+
+
+def test_repr_and_logs_have_no_key(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    backend = OpenSandboxBackend(_offline_session())
+    text = repr(backend) + str(backend)
+    assert SECRET not in text
+    assert "api_key=<set>" in text
+    assert SECRET not in caplog.text
+
+
+def test_bad_arguments_are_caught_before_any_request() -> None:
+    with pytest.raises(ValueError, match="timeout"):
+        OpenSandboxBackend.create(domain="127.0.0.1:9", api_key=SECRET, timeout="soon")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="image"):
+        OpenSandboxBackend.create(domain="127.0.0.1:9", api_key=SECRET, image=" ")
+
+
+def test_warns_only_without_any_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Port 9 on loopback refuses the connection: create() warns, then fails fast.
+    monkeypatch.delenv("OPEN_SANDBOX_API_KEY", raising=False)
+    _reset_insecure_warning()
+    with pytest.warns(InsecureSandboxWarning), pytest.raises(ServerError):
+        OpenSandboxBackend.create(domain="127.0.0.1:9")
+    for env_key, arg_key in ((SECRET, None), (None, SECRET)):
+        _reset_insecure_warning()
+        if env_key:
+            monkeypatch.setenv("OPEN_SANDBOX_API_KEY", env_key)
+        else:
+            monkeypatch.delenv("OPEN_SANDBOX_API_KEY", raising=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", InsecureSandboxWarning)
+            with pytest.raises(ServerError) as info:
+                OpenSandboxBackend.create(domain="127.0.0.1:9", api_key=arg_key)
+            assert SECRET not in str(info.value)
