@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import glob
 import ipaddress
 import os
 import shutil
 import subprocess
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from opensandbox import Sandbox
@@ -106,9 +108,9 @@ async def test_output_framing_modes(
 
 
 def _listening_sockets() -> list[tuple[str, str]]:
-    """(local address, process info) of every listening TCP socket, from `ss -ltnpH`."""
+    """(local address, process info) of every listening TCP socket: `ss -ltnpH`, else /proc."""
     if shutil.which("ss") is None:
-        pytest.fail("`ss` (iproute2) is needed to check listening sockets")
+        return _listening_sockets_from_proc()
     out = subprocess.run(
         ["ss", "-ltnpH"], capture_output=True, text=True, check=True, timeout=30
     ).stdout
@@ -117,6 +119,40 @@ def _listening_sockets() -> list[tuple[str, str]]:
         fields = line.split()
         if len(fields) >= 4:
             rows.append((fields[3], " ".join(fields[5:])))
+    return rows
+
+
+def _listening_sockets_from_proc() -> list[tuple[str, str]]:
+    """The same as `ss -ltnpH` prints, from /proc/net/tcp{,6} and /proc/<pid>/fd."""
+    owners: dict[str, str] = {}
+    for fd_dir in glob.glob("/proc/[0-9]*/fd"):
+        pid = fd_dir.split("/")[2]
+        try:
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            for fd in os.listdir(fd_dir):
+                target = os.readlink(f"{fd_dir}/{fd}")
+                if target.startswith("socket:["):
+                    owners[target[8:-1]] = f'users:(("{comm}",pid={pid},fd={fd}))'
+        except OSError:
+            continue
+    rows = []
+    for table, family in (("/proc/net/tcp", 4), ("/proc/net/tcp6", 6)):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] != "0A":  # LISTEN
+                continue
+            hex_addr, hex_port = fields[1].split(":")
+            raw = bytes.fromhex(hex_addr)
+            if family == 4:
+                host = str(ipaddress.IPv4Address(raw[::-1]))
+            else:
+                words = b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4))
+                host = f"[{ipaddress.IPv6Address(words)}]"
+            rows.append((f"{host}:{int(hex_port, 16)}", owners.get(fields[9], "")))
     return rows
 
 

@@ -61,13 +61,23 @@ def apt_install(*packages: str) -> None:
     if os.geteuid() != 0:
         raise TestbedError(f"need root to install {', '.join(packages)} with apt-get")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    with step(f"apt-get install {' '.join(packages)}..."):
-        run(["apt-get", "update", "-q"], timeout=600, env=env)
-        run(
-            ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages],
-            timeout=1200,
-            env=env,
-        )
+    # Keep maintainer scripts from starting services (docker.io would start its own dockerd).
+    policy = Path("/usr/sbin/policy-rc.d")
+    added_policy = not policy.exists()
+    if added_policy:
+        policy.write_text("#!/bin/sh\n# temporary, from the testbed's apt-get install\nexit 101\n")
+        policy.chmod(0o755)
+    try:
+        with step(f"apt-get install {' '.join(packages)}..."):
+            run(["apt-get", "update", "-q"], timeout=600, env=env)
+            run(
+                ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages],
+                timeout=1200,
+                env=env,
+            )
+    finally:
+        if added_policy:
+            policy.unlink(missing_ok=True)
 
 
 def our_dockerd_pid() -> int | None:
@@ -143,7 +153,8 @@ def stop_engine(state: dict[str, object]) -> None:
     with step(f"stopping dockerd (pid {pid})..."):
         terminate(pid, group=False, grace=30, name="dockerd")
         # containerd started by dockerd exits with it; the bridge interface stays behind.
-        if not state.get("docker0_existed") and Path("/sys/class/net/docker0").exists():
+        bridge = Path("/sys/class/net/docker0")
+        if not state.get("docker0_existed") and bridge.exists() and shutil.which("ip"):
             run(["ip", "link", "delete", "docker0"], check=False, timeout=10)
 
 
