@@ -9,16 +9,6 @@ from datetime import timedelta
 
 import pytest
 from deepagents.backends.protocol import FileOperationError
-from opensandbox_core import (
-    AsyncSandboxSession,
-    ConfigurationError,
-    Connection,
-    SandboxSpec,
-    SandboxUnavailableError,
-    ServerError,
-    TransferResult,
-)
-from opensandbox_core._config import _reset_insecure_warning
 
 import deepagents_opensandbox_backend
 from deepagents_opensandbox_backend import InsecureSandboxWarning, OpenSandboxBackend
@@ -32,6 +22,16 @@ from deepagents_opensandbox_backend._mapping import (
     split_image,
     transfer_error,
 )
+from opensandbox_core import (
+    AsyncSandboxSession,
+    ConfigurationError,
+    Connection,
+    SandboxSpec,
+    SandboxUnavailableError,
+    ServerError,
+    TransferResult,
+)
+from opensandbox_core._config import _reset_insecure_warning
 
 SECRET = "sk-unit-test-secret-0123456789"
 
@@ -88,7 +88,12 @@ def test_success_has_no_code() -> None:
 
 @pytest.mark.parametrize(
     ("code", "expected"),
-    [(errno.ELOOP, "invalid_path"), (errno.ENAMETOOLONG, "invalid_path"), (errno.EINVAL, "invalid_path"), (errno.EROFS, "permission_denied")],
+    [
+        (errno.ELOOP, "invalid_path"),
+        (errno.ENAMETOOLONG, "invalid_path"),
+        (errno.EINVAL, "invalid_path"),
+        (errno.EROFS, "permission_denied"),
+    ],
 )
 def test_path_level_oserrors_are_codes(code: int, expected: str) -> None:
     exc = OSError(code, "x", "/p")
