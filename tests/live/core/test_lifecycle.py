@@ -1,0 +1,176 @@
+"""Create, attach, share, destroy, concurrent first use and lost-create recovery, live."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from opensandbox_core import (
+    LIBRARY_KEY,
+    OWNER_KEY,
+    AsyncSandboxSession,
+    Connection,
+    SandboxSession,
+    SandboxSpec,
+    SandboxUnavailableError,
+    list_sandboxes,
+    remove_sandboxes,
+)
+
+
+async def _owned(session: AsyncSandboxSession) -> list[str]:
+    found = await list_sandboxes(metadata={OWNER_KEY: session.owner_token})
+    return [s.id for s in found]
+
+
+async def test_create_attach_share_and_destroy(sandbox_image: str) -> None:
+    creator = AsyncSandboxSession(SandboxSpec(image=sandbox_image, metadata={"team": "qa"}))
+    try:
+        sandbox_id = await creator.start()
+        assert creator.owned
+        await creator.write_bytes("shared.txt", b"from the creator")
+        summaries = {s.id: s for s in await list_sandboxes()}
+        assert summaries[sandbox_id].metadata[LIBRARY_KEY] == "opensandbox-core"
+        assert summaries[sandbox_id].metadata["team"] == "qa"
+
+        async with AsyncSandboxSession.attach(sandbox_id) as attached:
+            assert not attached.owned
+            assert await attached.read_bytes("shared.txt") == b"from the creator"
+            assert (await attached.run("cat shared.txt")).stdout == "from the creator"
+        # Leaving the attached session's block never destroys the sandbox.
+        assert (await creator.run("echo alive")).stdout == "alive\n"
+    finally:
+        await creator.destroy()
+    await creator.destroy()  # idempotent and quiet
+    with pytest.raises(SandboxUnavailableError) as info:
+        await AsyncSandboxSession.attach(sandbox_id).run("true")
+    assert sandbox_id in str(info.value)
+
+
+async def test_blocking_facade_shares_the_engine(sandbox_image: str) -> None:
+    def work() -> str:
+        with SandboxSession(SandboxSpec(image=sandbox_image)) as sb:
+            sb.write_bytes("/tmp/b.bin", bytes(range(256)))
+            assert sb.read_bytes("/tmp/b.bin") == bytes(range(256))
+            assert sb.run(["echo", "blocking"]).stdout == "blocking\n"
+            assert sb.id is not None
+            return sb.id
+
+    sandbox_id = await asyncio.to_thread(work)
+    assert sandbox_id not in {s.id for s in await list_sandboxes()}
+
+
+async def test_ten_concurrent_first_operations_create_one_sandbox(sandbox_image: str) -> None:
+    session = AsyncSandboxSession(SandboxSpec(image=sandbox_image))
+    try:
+        results = await asyncio.gather(*(session.run(f"echo {i}") for i in range(10)))
+        assert [r.stdout for r in results] == [f"{i}\n" for i in range(10)]
+        assert await _owned(session) == [session.id]
+    finally:
+        await session.destroy()
+
+
+async def test_destroy_mid_command_raises_unavailable(sandbox_image: str) -> None:
+    session = AsyncSandboxSession(SandboxSpec(image=sandbox_image))
+    await session.start()
+    other = AsyncSandboxSession.attach(session.id or "")
+    task = asyncio.create_task(session.run("sleep 120", timeout=60))
+    await asyncio.sleep(1.0)
+    await other.destroy()
+    started = time.monotonic()
+    with pytest.raises(SandboxUnavailableError):
+        await task
+    assert time.monotonic() - started < 30
+    await session.destroy()
+
+
+async def test_remove_sandboxes_by_age(sandbox_image: str) -> None:
+    session = AsyncSandboxSession(SandboxSpec(image=sandbox_image))
+    sandbox_id = await session.start()
+    from datetime import timedelta
+
+    assert sandbox_id not in await remove_sandboxes(older_than=timedelta(hours=1))
+    assert sandbox_id in {s.id for s in await list_sandboxes()}
+    await session.destroy()
+
+
+# -- lost create: a loopback proxy that withholds the answer to POST /v1/sandboxes ----------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def dropping_proxy(testbed_env: dict[str, str]) -> Iterator[str]:
+    """A proxy in front of the server that forwards a create but never returns its answer."""
+    import uvicorn
+
+    upstream = f"http://{testbed_env['OPEN_SANDBOX_DOMAIN']}"
+
+    async def app(scope: dict, receive, send) -> None:  # type: ignore[no-untyped-def]
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        headers = [(k.decode(), v.decode()) for k, v in scope["headers"] if k.lower() != b"host"]
+        url = (
+            upstream
+            + scope["path"]
+            + ("?" + scope["query_string"].decode() if scope["query_string"] else "")
+        )
+        async with httpx.AsyncClient(timeout=60) as client:
+            response = await client.request(scope["method"], url, headers=headers, content=body)
+        if scope["method"] == "POST" and scope["path"].rstrip("/") == "/v1/sandboxes":
+            await asyncio.sleep(30)  # the sandbox now exists, but the client never hears of it
+        await send(
+            {
+                "type": "http.response.start",
+                "status": response.status_code,
+                "headers": [
+                    (k.encode(), v.encode())
+                    for k, v in response.headers.items()
+                    if k.lower() not in ("content-length", "transfer-encoding", "content-encoding")
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": response.content})
+
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(100):
+        if server.started:
+            break
+        time.sleep(0.05)
+    yield f"127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=40)
+
+
+async def test_lost_create_response_is_recovered_by_tag(
+    sandbox_image: str, dropping_proxy: str
+) -> None:
+    connection = Connection(domain=dropping_proxy, request_timeout=3)
+    session = AsyncSandboxSession(SandboxSpec(image=sandbox_image), connection=connection)
+    try:
+        result = await session.run("echo adopted")
+        assert result.stdout == "adopted\n"
+        assert session.owned
+        assert await _owned(session) == [session.id]
+    finally:
+        await session.destroy()
+    assert await _owned(session) == []
