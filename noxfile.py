@@ -16,10 +16,11 @@ TEST_DEPS = nox.project.dependency_groups(PYPROJECT, "test")
 
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_venv = "yes"
-nox.options.error_on_missing_interpreters = False
+nox.options.error_on_missing_interpreters = True
 nox.options.sessions = ["lint", "typecheck", "tests", "integration"]
 
-PYTHON = "3.11"
+# Sessions use the interpreter that runs nox (3.11+), so that a fresh machine needs no other.
+PYTHON: str | None = None
 
 
 def _install_all(session: nox.Session) -> None:
