@@ -43,7 +43,9 @@ def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     if len(seen) == 1:
         if crash:
             os._exit(17)  # the worker dies mid-run
-        return ModelResponse(parts=[ToolCallPart("run_command", {"command": "cat marker.txt"}, "c2")])
+        return ModelResponse(
+            parts=[ToolCallPart("run_command", {"command": "cat marker.txt"}, "c2")]
+        )
     return ModelResponse(parts=[TextPart(seen[-1])])
 
 

@@ -47,7 +47,9 @@ class Script:
             yield step
             return
         name, args = step
-        yield {0: DeltaToolCall(name=name, json_args=json.dumps(args), tool_call_id=uuid.uuid4().hex)}
+        yield {
+            0: DeltaToolCall(name=name, json_args=json.dumps(args), tool_call_id=uuid.uuid4().hex)
+        }
 
     @property
     def model(self) -> FunctionModel:

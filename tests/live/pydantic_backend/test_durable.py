@@ -19,15 +19,22 @@ import pytest
 
 pytest.importorskip("dbos")
 
-from opensandbox_core import destroy_sandbox, list_sandboxes  # noqa: E402
-from pydantic_ai_opensandbox import CREATE_METADATA_KEY  # noqa: E402
+from opensandbox_core import destroy_sandbox, list_sandboxes
+from pydantic_ai_opensandbox import CREATE_METADATA_KEY
 
 WORKER = Path(__file__).with_name("_dbos_worker.py")
 
 
 def _worker(db: Path, workflow_id: str, crash: bool) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(WORKER), str(db), workflow_id, "python:3.13-slim", "1" if crash else "0"],
+        [
+            sys.executable,
+            str(WORKER),
+            str(db),
+            workflow_id,
+            "python:3.13-slim",
+            "1" if crash else "0",
+        ],
         capture_output=True,
         text=True,
         timeout=300,

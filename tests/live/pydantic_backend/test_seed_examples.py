@@ -97,7 +97,9 @@ async def test_follow_up_run_continues_in_the_same_sandbox(
         model=follow.model,
     )
     assert followup.workspace.ref == result.workspace.ref
-    assert any(r.strip().startswith("100") or "\n100" in r or "100" in r for r in follow.tool_returns)
+    assert any(
+        r.strip().startswith("100") or "\n100" in r or "100" in r for r in follow.tool_returns
+    )
 
 
 async def test_reattach_later_by_ref_and_new(created_refs: list[WorkspaceRef]) -> None:

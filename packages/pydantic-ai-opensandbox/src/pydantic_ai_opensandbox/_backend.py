@@ -56,7 +56,6 @@ from opensandbox_core import (
 if TYPE_CHECKING:
     from opensandbox import Sandbox
     from opensandbox.config import ConnectionConfig
-
     from pydantic_ai.workspaces import WorkspaceCommand
 
 __all__ = ["CREATE_METADATA_KEY", "PROVIDER", "OpenSandboxBackend"]
@@ -77,7 +76,9 @@ _T = TypeVar("_T")
 _sniffio: Any
 try:
     import sniffio as _sniffio
-except ModuleNotFoundError:  # pragma: no cover - Trio depends on sniffio, so without it no Trio runs
+except (
+    ModuleNotFoundError
+):  # pragma: no cover - Trio depends on sniffio, so without it no Trio runs
     _sniffio = None
 
 
@@ -241,7 +242,9 @@ def check_working_dir(working_dir: str | None) -> None:
     if working_dir is None:
         return
     if not isinstance(working_dir, str) or not posixpath.isabs(working_dir) or "\0" in working_dir:
-        raise ValueError(f"working_dir must be an absolute POSIX path or None, got {working_dir!r}.")
+        raise ValueError(
+            f"working_dir must be an absolute POSIX path or None, got {working_dir!r}."
+        )
 
 
 def check_sandbox_timeout(sandbox_timeout: int | None) -> None:
@@ -343,7 +346,9 @@ class OpenSandboxBackend(WorkspaceBackend, SupportsCommands, SupportsFilesystem,
         if ref is not None:
             check_ref(ref)
         if image is not None and (not isinstance(image, str) or not image.strip()):
-            raise ValueError("image must be a non-empty image reference such as 'python:3.13-slim'.")
+            raise ValueError(
+                "image must be a non-empty image reference such as 'python:3.13-slim'."
+            )
         check_working_dir(working_dir)
         check_env(env)
         check_sandbox_timeout(sandbox_timeout)

@@ -30,7 +30,6 @@ from ._backend import (
 
 if TYPE_CHECKING:
     from opensandbox.config import ConnectionConfig
-
     from pydantic_ai.run import AgentRunResult
 
 __all__ = ["OpenSandbox"]
@@ -167,7 +166,9 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
     async def destroy(self, ref: WorkspaceRef) -> None:
         """Delete a sandbox by id, files included; one that no longer exists returns quietly."""
         if ref.provider != PROVIDER:
-            raise ValueError(f"unsupported workspace provider {ref.provider!r}; expected 'opensandbox'")
+            raise ValueError(
+                f"unsupported workspace provider {ref.provider!r}; expected 'opensandbox'"
+            )
         await destroy_by_id(ref.id, self.connection)
 
     def get_workspace(
