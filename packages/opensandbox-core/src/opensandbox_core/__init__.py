@@ -12,6 +12,7 @@ given. See `docs/core.md` for the guide.
 """
 
 from ._admin import SandboxSummary, destroy_sandbox, list_sandboxes, remove_sandboxes
+from ._background import BackgroundProcess, OutputChunk, ProcessStatus
 from ._config import Connection, SandboxSpec
 from ._errors import (
     CommandTimeoutError,
@@ -24,6 +25,7 @@ from ._errors import (
     UnsupportedDaemonError,
 )
 from ._framing import Framing
+from ._pool import SandboxPool
 from ._session import DEFAULT, LIBRARY_KEY, OWNER_KEY, AsyncSandboxSession, OutputCallback
 from ._sync import SandboxSession, run_blocking
 from ._types import CommandResult, FileInfo, TransferResult
@@ -35,6 +37,7 @@ __all__ = [
     "LIBRARY_KEY",
     "OWNER_KEY",
     "AsyncSandboxSession",
+    "BackgroundProcess",
     "CommandResult",
     "CommandTimeoutError",
     "ConfigurationError",
@@ -44,7 +47,10 @@ __all__ = [
     "InsecureSandboxWarning",
     "OpenSandboxError",
     "OutputCallback",
+    "OutputChunk",
     "OutputLimitError",
+    "ProcessStatus",
+    "SandboxPool",
     "SandboxSession",
     "SandboxSpec",
     "SandboxSummary",

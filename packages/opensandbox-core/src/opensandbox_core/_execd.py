@@ -159,6 +159,26 @@ class ExecdClient:
         raw = response.headers.get("EXECD-COMMANDS-TAIL-CURSOR")
         return response.text, int(raw) if raw and raw.lstrip("-").isdigit() else None
 
+    async def command_logs_bounded(
+        self, execution_id: str, cursor: int | None, max_bytes: int
+    ) -> tuple[str, int | None, bool]:
+        """Like `command_logs`, reading at most `max_bytes` of the body (the rest is skipped)."""
+        params = {"cursor": cursor} if cursor is not None else None
+        kept = bytearray()
+        truncated = False
+        async with self._client.stream(
+            "GET", f"/command/{quote(execution_id, safe='')}/logs", params=params
+        ) as response:
+            await _raise_for(response)
+            raw = response.headers.get("EXECD-COMMANDS-TAIL-CURSOR")
+            async for chunk in response.aiter_bytes():
+                room = max_bytes - len(kept)
+                if len(chunk) > room:
+                    truncated = True
+                kept += chunk[: max(room, 0)]
+        next_cursor = int(raw) if raw and raw.lstrip("-").isdigit() else None
+        return bytes(kept).decode("utf-8", "replace"), next_cursor, truncated
+
     # -- files ----------------------------------------------------------------------------
     async def info(self, paths: list[str]) -> dict[str, dict[str, Any]]:
         response = await self._client.get("/files/info", params=[("path", p) for p in paths])

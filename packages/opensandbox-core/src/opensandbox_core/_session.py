@@ -57,6 +57,8 @@ if TYPE_CHECKING:
     from opensandbox.config import ConnectionConfig
     from opensandbox.services.sandbox import Sandboxes
 
+    from ._background import BackgroundProcess
+
 __all__ = [
     "DEFAULT",
     "LIBRARY_KEY",
@@ -282,8 +284,42 @@ class AsyncSandboxSession:
         assert self._ready is not None
         return self._ready.working_dir
 
+    async def start_background(
+        self,
+        command: str | Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> BackgroundProcess:
+        """Start a command that keeps running (a dev server, a watcher); returns at once.
+
+        `timeout` (seconds, default none) stops it after that long. Use the handle to read its
+        status and output from a cursor and to stop it (its whole process group).
+        """
+        from ._background import command_body, start_background
+
+        limit = _check_timeout(timeout, allow_none=True)
+        envs = {**self._env, **validate_env(env)}
+        await self._ensure()
+        assert self._ready is not None
+        workdir = self._ready.working_dir if cwd is None else self._resolve(cwd)
+        return await start_background(
+            self, command_body(command, cwd=workdir, env=envs, timeout=limit)
+        )
+
+    def background(self, execution_id: str) -> BackgroundProcess:
+        """A handle on a background process started earlier (by this or another session)."""
+        from ._background import BackgroundProcess
+
+        return BackgroundProcess(self, execution_id)
+
     async def get_endpoint(self, port: int) -> tuple[str, dict[str, str]]:
-        """The address of `port` inside the sandbox, and the headers a client must send to it."""
+        """The URL of `port` inside the sandbox, and the headers a client must send to it.
+
+        Direct or through the server proxy, as the connection says. The server routes any port
+        (on Docker through execd's proxy); when it cannot expose one, this raises `ServerError`.
+        """
         if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
             raise ConfigurationError(f"port must be an int between 1 and 65535, got {port!r}.")
         clients = await self._ensure()

@@ -1,0 +1,135 @@
+"""`SandboxPool`: sandboxes created ahead of time, so that an agent does not wait for one to boot.
+
+Each pooled sandbox is created by its own `AsyncSandboxSession`, exactly as a fresh one would be
+(same ownership tag, same readiness checks); `acquire()` hands that session over, and from then on
+the caller owns it like any session it created. The pool refills in the background and, on
+`aclose()`, destroys the sandboxes still waiting in it (never those handed out).
+
+The SDK's own pool (`opensandbox.pool`) keeps its state in a store and hands out SDK sandboxes;
+this pool needs neither and hands out sessions, so it is built on the session instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from ._config import Connection, SandboxSpec
+from ._errors import ConfigurationError
+from ._session import AsyncSandboxSession
+
+__all__ = ["SandboxPool"]
+
+logger = logging.getLogger(__name__)
+
+
+class SandboxPool:
+    """Keep `size` ready sandboxes of one `SandboxSpec`.
+
+    ```python
+    async with SandboxPool(SandboxSpec(image="python:3.13-slim"), size=2) as pool:
+        session = await pool.acquire()      # ready at once when the pool is warm
+        async with session:                 # owned by the caller: destroyed on exit
+            await session.run("echo hi")
+    ```
+
+    `session_options` are passed to every `AsyncSandboxSession` (working_dir, env, timeouts).
+    """
+
+    def __init__(
+        self,
+        spec: SandboxSpec,
+        *,
+        size: int = 2,
+        connection: Connection | None = None,
+        session_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(spec, SandboxSpec):
+            raise ConfigurationError("spec must be a SandboxSpec.")
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 64:
+            raise ConfigurationError("size must be an int between 1 and 64.")
+        self._spec = spec
+        self._size = size
+        self._connection = connection or Connection()
+        self._options = dict(session_options or {})
+        self._ready: asyncio.Queue[AsyncSandboxSession] = asyncio.Queue()
+        self._filling: set[asyncio.Task[None]] = set()
+        self._closed = False
+        self.created = 0
+        self.failures = 0
+
+    def __repr__(self) -> str:
+        return f"SandboxPool(size={self._size}, ready={self._ready.qsize()}, spec={self._spec!r})"
+
+    @property
+    def ready_count(self) -> int:
+        return self._ready.qsize()
+
+    def _refill(self) -> None:
+        missing = self._size - self._ready.qsize() - len(self._filling)
+        for _ in range(max(missing, 0)):
+            task = asyncio.get_running_loop().create_task(self._make_one())
+            self._filling.add(task)
+            task.add_done_callback(self._filling.discard)
+
+    async def _make_one(self) -> None:
+        session = AsyncSandboxSession(self._spec, connection=self._connection, **self._options)
+        try:
+            await session.start()
+        except Exception as exc:
+            self.failures += 1
+            logger.warning("Could not create a pooled sandbox: %s", type(exc).__name__)
+            with contextlib.suppress(Exception):
+                await session.destroy()
+            return
+        if self._closed:
+            await session.destroy()
+            return
+        self.created += 1
+        await self._ready.put(session)
+
+    async def start(self, *, wait: bool = True) -> None:
+        """Begin filling the pool; with `wait`, return when it is full (or creates failed)."""
+        if self._closed:
+            raise ConfigurationError("This pool is closed.")
+        self._refill()
+        if wait and self._filling:
+            await asyncio.gather(*list(self._filling), return_exceptions=True)
+
+    async def acquire(self, *, timeout: float | None = None) -> AsyncSandboxSession:
+        """A ready session (owned by the caller from now on); the pool refills behind it."""
+        if self._closed:
+            raise ConfigurationError("This pool is closed.")
+        self._refill()
+        async with asyncio.timeout(timeout):
+            while True:
+                if self._ready.empty() and not self._filling:
+                    self._refill()
+                try:
+                    session = await asyncio.wait_for(self._ready.get(), timeout=0.5)
+                except TimeoutError:
+                    continue
+                break
+        self._refill()
+        return session
+
+    async def aclose(self) -> None:
+        """Stop refilling and destroy the sandboxes still waiting in the pool."""
+        self._closed = True
+        for task in list(self._filling):
+            task.cancel()
+        await asyncio.gather(*list(self._filling), return_exceptions=True)
+        while not self._ready.empty():
+            session = self._ready.get_nowait()
+            with contextlib.suppress(Exception):
+                await session.destroy()
+
+    async def __aenter__(self) -> SandboxPool:
+        await self.start(wait=False)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
