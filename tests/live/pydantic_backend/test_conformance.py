@@ -18,18 +18,16 @@ from opensandbox_core import destroy_sandbox
 from pydantic_ai_opensandbox import OpenSandbox, OpenSandboxBackend
 
 
+@pytest.fixture(scope="module")
+def _shared_ref() -> Iterator[list[WorkspaceRef]]:
+    """The ref of the sandbox the class shares; destroyed when the module ends."""
+    holder: list[WorkspaceRef] = []
+    yield holder
+    for ref in holder:
+        asyncio.run(_quiet_destroy(ref))
+
+
 class TestOpenSandboxConformance(WorkspaceBackendSuite):
-    @pytest.fixture(scope="class")
-    def anyio_backend(self) -> str:
-        return "asyncio"
-
-    @pytest.fixture(scope="class")
-    def _shared_ref(self, sandbox_image: str) -> Iterator[list[WorkspaceRef]]:
-        holder: list[WorkspaceRef] = []
-        yield holder
-        for ref in holder:
-            asyncio.run(_quiet_destroy(ref))
-
     @pytest.fixture
     async def backend(
         self, sandbox_image: str, _shared_ref: list[WorkspaceRef]
