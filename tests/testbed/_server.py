@@ -77,14 +77,29 @@ def _toml_str(value: str) -> str:
     return json.dumps(value)  # a JSON string is a valid TOML basic string
 
 
-def write_config(*, port: int, api_key: str, execd_image: str, instance: str) -> None:
-    HOST_VOLUMES.mkdir(parents=True, exist_ok=True)
+def write_config(
+    *,
+    port: int,
+    api_key: str | None,
+    execd_image: str,
+    instance: str,
+    config_path: Path = SERVER_CONFIG,
+    store_path: Path = STORE_PATH,
+    allowed_host_paths: list[str] | None = None,
+    port_range: tuple[int, int] = PORT_RANGE,
+) -> None:
+    """Write a server config. The defaults are the testbed's own server; other values serve
+    extra servers that tests start (`api_key=None` leaves the key out: an insecure server)."""
+    if allowed_host_paths is None:
+        HOST_VOLUMES.mkdir(parents=True, exist_ok=True)
+        allowed_host_paths = [str(HOST_VOLUMES)]
+    key_line = f"api_key = {_toml_str(api_key)}\n" if api_key is not None else ""
+    allowed = ", ".join(_toml_str(p) for p in allowed_host_paths)
     text = f"""# Written by `python -m testbed start`; rewritten on every start. Everything on loopback.
 [server]
 host = {_toml_str(HOST)}
 port = {port}
-api_key = {_toml_str(api_key)}
-
+{key_line}
 [log]
 level = "INFO"
 
@@ -95,27 +110,27 @@ execd_image = {_toml_str(execd_image)}
 [docker]
 network_mode = "bridge"
 publish_host = {_toml_str(HOST)}
-port_range_min = {PORT_RANGE[0]}
-port_range_max = {PORT_RANGE[1]}
+port_range_min = {port_range[0]}
+port_range_max = {port_range[1]}
 sandbox_env = {{ {INSTANCE_ENV} = {_toml_str(instance)} }}
 
 [proxy]
 resolve_internal = false
 
 [storage]
-allowed_host_paths = [{_toml_str(str(HOST_VOLUMES))}]
+allowed_host_paths = [{allowed}]
 
 [store]
 type = "sqlite"
-path = {_toml_str(str(STORE_PATH))}
+path = {_toml_str(str(store_path))}
 """
-    SERVER_CONFIG.touch(mode=0o600)
-    SERVER_CONFIG.chmod(0o600)
-    SERVER_CONFIG.write_text(text)
-    _validate_config()
+    config_path.touch(mode=0o600)
+    config_path.chmod(0o600)
+    config_path.write_text(text)
+    _validate_config(config_path)
 
 
-def _validate_config() -> None:
+def _validate_config(config_path: Path = SERVER_CONFIG) -> None:
     """Check every key against the installed server's config model (it ignores unknown keys)."""
     try:
         import tomllib
@@ -123,7 +138,7 @@ def _validate_config() -> None:
         from opensandbox_server.config import AppConfig
     except ImportError:
         return  # the server is not importable here: it validates the file itself at start
-    data = tomllib.loads(SERVER_CONFIG.read_text())
+    data = tomllib.loads(config_path.read_text())
     AppConfig(**data)
     fields = AppConfig.model_fields
     for section, values in data.items():
@@ -168,28 +183,40 @@ def server_pid() -> int | None:
     return None
 
 
-def start_server(*, port: int, api_key: str) -> int:
-    """Start the server detached and wait until /health answers; return its pid."""
+def start_server(
+    *,
+    port: int,
+    api_key: str | None,
+    config_path: Path = SERVER_CONFIG,
+    log_path: Path = SERVER_LOG,
+    pidfile: Path = SERVER_PIDFILE,
+    extra_env: dict[str, str] | None = None,
+) -> int:
+    """Start the server detached and wait until /health answers; return its pid.
+
+    The defaults are the testbed's own server; tests pass other paths for extra servers."""
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in ("OPENSANDBOX_SERVER_API_KEY", "SANDBOX_CONFIG_PATH")
+        if k
+        not in ("OPENSANDBOX_SERVER_API_KEY", "SANDBOX_CONFIG_PATH", "OPENSANDBOX_INSECURE_SERVER")
     }
+    env.update(extra_env or {})
     exe = server_executable()
-    SERVER_LOG.write_text("")
-    pid = spawn_detached([exe, "--config", str(SERVER_CONFIG)], SERVER_LOG, env=env)
-    SERVER_PIDFILE.write_text(f"{pid}\n")
+    log_path.write_text("")
+    pid = spawn_detached([exe, "--config", str(config_path)], log_path, env=env)
+    pidfile.write_text(f"{pid}\n")
     start = time.monotonic()
     while time.monotonic() - start < 90:
         if not pid_alive(pid):
-            raise TestbedError(f"opensandbox-server exited; {SERVER_LOG}:\n{tail(SERVER_LOG, 40)}")
+            raise TestbedError(f"opensandbox-server exited; {log_path}:\n{tail(log_path, 40)}")
         if healthy(port):
             break
         time.sleep(0.3)
     else:
         terminate(pid, group=True, grace=5, name="opensandbox-server")
         raise TestbedError(
-            f"opensandbox-server not healthy after 90s; {SERVER_LOG}:\n{tail(SERVER_LOG, 40)}"
+            f"opensandbox-server not healthy after 90s; {log_path}:\n{tail(log_path, 40)}"
         )
     status, body = _get(f"http://{HOST}:{port}/v1/sandboxes", api_key=api_key, timeout=10)
     if status != 200:
