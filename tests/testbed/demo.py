@@ -1,0 +1,42 @@
+"""The main job (`nox -s demo`): one sandbox shared by a Deep Agents step and a Pydantic AI step.
+
+Runs against the server in OPEN_SANDBOX_DOMAIN / OPEN_SANDBOX_API_KEY (the nox session starts the
+local testbed and exports its settings). No API key is needed: the models are scripted unless
+ANTHROPIC_API_KEY is set, in which case both steps use a real Anthropic model.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from testbed.pipeline import run_pipeline
+
+
+def main() -> int:
+    real = bool(os.environ.get("ANTHROPIC_API_KEY"))
+    domain = os.environ.get("OPEN_SANDBOX_DOMAIN", "localhost:8080")
+    print(
+        f"OpenSandbox server: {domain}; models: {'Anthropic (real)' if real else 'scripted (no API key)'}"
+    )
+    started = time.monotonic()
+    result = run_pipeline(image=os.environ.get("OSB_DEMO_IMAGE"), real_model=real)
+    out = Path.cwd() / "sales-chart.png"
+    out.write_bytes(result.chart)
+    total = time.monotonic() - started
+    print()
+    print(f"{'step':<48} {'seconds':>8}")
+    for step in result.steps:
+        print(f"{step.name:<48} {step.seconds:>8.2f}")
+    print(f"{'total':<48} {total:>8.2f}")
+    print()
+    print(
+        f"chart saved to {out} ({len(result.chart)} bytes); sandbox {result.sandbox_id} destroyed: {result.destroyed}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
