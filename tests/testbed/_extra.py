@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
@@ -106,3 +107,4 @@ def extra_server(
             terminate(pid, group=True, grace=15, name="extra opensandbox-server")
         # Only this server's containers: they carry its instance marker in their environment.
         _control.cleanup_containers({"instance": instance})
+        shutil.rmtree(directory, ignore_errors=True)
