@@ -128,7 +128,7 @@ def test_translate_sdk_not_found_is_unavailable() -> None:
 
 def test_translate_auth_failure_names_the_fix_without_the_key() -> None:
     exc = SandboxApiException(f"denied for key {SECRET}", status_code=401)
-    with pytest.raises(ConfigurationError) as info:
+    with pytest.raises(opensandbox_core.AuthenticationError) as info:
         translate(exc, action="create a sandbox")
     assert "OPEN_SANDBOX_API_KEY" in str(info.value)
     assert SECRET not in str(info.value)

@@ -20,6 +20,7 @@ from pydantic_ai.workspaces import (
 
 import pydantic_ai_opensandbox
 from opensandbox_core import (
+    AuthenticationError,
     CommandTimeoutError,
     ConfigurationError,
     OutputLimitError,
@@ -132,10 +133,6 @@ async def test_destroy_refuses_another_providers_ref() -> None:
         await OpenSandbox().destroy(WorkspaceRef(provider="e2b", id="x"))
 
 
-class _Status(Exception):
-    status_code = 401
-
-
 @pytest.mark.parametrize(
     ("core", "expected", "starting"),
     [
@@ -164,7 +161,10 @@ def test_error_table(core: Exception, expected: type[Exception], starting: bool)
 
 
 def test_refused_api_key_is_unavailable() -> None:
-    error = ConfigurationError("the server refused the API key (HTTP 401)")
-    error.__cause__ = _Status()
+    error = AuthenticationError("the server refused the API key (HTTP 401)")
     with pytest.raises(WorkspaceUnavailableError):
         translate(error)
+    # Any other configuration error in an operation is a bad argument.
+    with pytest.raises(ValueError) as info:
+        translate(ConfigurationError("bad path"))
+    assert not isinstance(info.value, WorkspaceUnavailableError)

@@ -15,6 +15,7 @@ from ._admin import SandboxSummary, destroy_sandbox, list_sandboxes, remove_sand
 from ._background import BackgroundProcess, OutputChunk, ProcessStatus
 from ._config import Connection, SandboxSpec
 from ._errors import (
+    AuthenticationError,
     CommandTimeoutError,
     ConfigurationError,
     InsecureSandboxWarning,
@@ -37,6 +38,7 @@ __all__ = [
     "LIBRARY_KEY",
     "OWNER_KEY",
     "AsyncSandboxSession",
+    "AuthenticationError",
     "BackgroundProcess",
     "CommandResult",
     "CommandTimeoutError",

@@ -3,6 +3,7 @@
 ```
 OpenSandboxError
 ├── ConfigurationError (also ValueError)      bad settings or arguments, caught before any I/O
+│   └── AuthenticationError                   the server refused the API key (401/403)
 ├── SandboxUnavailableError                   the sandbox is gone, unreachable or unusable
 │   └── UnsupportedDaemonError                execd too old to reconstruct output (fix: newer image)
 ├── CommandTimeoutError (also TimeoutError)   a command outlived its timeout; carries partial output
@@ -29,6 +30,7 @@ from typing import NoReturn
 import httpx
 
 __all__ = [
+    "AuthenticationError",
     "CommandTimeoutError",
     "ConfigurationError",
     "InsecureSandboxWarning",
@@ -50,6 +52,10 @@ class OpenSandboxError(Exception):
 
 class ConfigurationError(OpenSandboxError, ValueError):
     """A setting or argument is invalid. Raised before any request is sent."""
+
+
+class AuthenticationError(ConfigurationError):
+    """The server refused the API key (HTTP 401/403): a setting to fix, not a transient failure."""
 
 
 class SandboxUnavailableError(OpenSandboxError):
@@ -196,7 +202,7 @@ def _raise_for_status(
     exc: BaseException,
 ) -> NoReturn:
     if status in (401, 403):
-        raise ConfigurationError(
+        raise AuthenticationError(
             f"Could not {action}{where}: the server refused the API key (HTTP {status}). "
             "Set OPEN_SANDBOX_API_KEY (or pass api_key) to the server's [server] api_key."
         ) from exc

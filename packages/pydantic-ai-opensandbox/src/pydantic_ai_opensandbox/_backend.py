@@ -44,6 +44,7 @@ from pydantic_ai.workspaces import (
 
 from opensandbox_core import (
     AsyncSandboxSession,
+    AuthenticationError,
     CommandTimeoutError,
     ConfigurationError,
     Connection,
@@ -135,8 +136,6 @@ def _output_limit(exc: BaseException, *, starting: bool) -> Exception:
 
 
 def _configuration(exc: BaseException, *, starting: bool) -> Exception:
-    if _http_status(exc.__cause__) in (401, 403):
-        return WorkspaceUnavailableError(str(exc))
     if starting:
         return WorkspaceError(str(exc))
     return ValueError(str(exc))
@@ -144,20 +143,11 @@ def _configuration(exc: BaseException, *, starting: bool) -> Exception:
 
 _ERROR_TABLE: Final[tuple[tuple[type[BaseException], Callable[..., Exception]], ...]] = (
     (SandboxUnavailableError, _unavailable),
+    (AuthenticationError, _unavailable),
     (CommandTimeoutError, _timeout),
     (OutputLimitError, _output_limit),
     (ConfigurationError, _configuration),
 )
-
-
-def _http_status(exc: BaseException | None) -> int | None:
-    if exc is None:
-        return None
-    status = getattr(exc, "status_code", None)
-    if status is None:
-        response = getattr(exc, "response", None)
-        status = getattr(response, "status_code", None)
-    return status if isinstance(status, int) else None
 
 
 def translate(exc: BaseException, *, starting: bool = False) -> NoReturn:
