@@ -194,13 +194,16 @@ def start_server(
 ) -> int:
     """Start the server detached and wait until /health answers; return its pid.
 
-    The defaults are the testbed's own server; tests pass other paths for extra servers."""
+    The defaults are the testbed's own server; tests pass other paths for extra servers. A
+    server without a key (`api_key=None`, a config without one) gets OPENSANDBOX_INSECURE_SERVER=YES,
+    since only test code starts one deliberately."""
     env = {
         k: v
         for k, v in os.environ.items()
-        if k
-        not in ("OPENSANDBOX_SERVER_API_KEY", "SANDBOX_CONFIG_PATH", "OPENSANDBOX_INSECURE_SERVER")
+        if k not in ("OPENSANDBOX_SERVER_API_KEY", "SANDBOX_CONFIG_PATH")
     }
+    if api_key is None:
+        env["OPENSANDBOX_INSECURE_SERVER"] = "YES"
     env.update(extra_env or {})
     exe = server_executable()
     log_path.write_text("")
