@@ -1,4 +1,4 @@
-"""Every Python code block in docs/*.md runs, as written, against the testbed.
+"""Every Python code block in docs/*.md and the core README runs, as written, against the testbed.
 
 A block preceded by an HTML comment `<!-- not-run: reason -->` is skipped (for example one that
 needs a paid model's API key); the reason is required so that skips stay deliberate.
@@ -22,11 +22,13 @@ BLOCK = re.compile(
 
 def _blocks() -> list[tuple[str, str, str | None]]:
     found = []
-    for path in sorted((ROOT / "docs").glob("*.md")):
+    pages = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "packages/opensandbox-core/README.md"]
+    for path in pages:
         for index, match in enumerate(BLOCK.finditer(path.read_text()), start=1):
             reason = match.group("reason")
+            label = path.name if path.parent.name == "docs" else f"{path.parent.name}/{path.name}"
             found.append(
-                (f"{path.name}#{index}", match.group("code"), reason.strip() if reason else None)
+                (f"{label}#{index}", match.group("code"), reason.strip() if reason else None)
             )
     return found
 
