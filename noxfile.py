@@ -116,3 +116,21 @@ def demo(session: nox.Session) -> None:
     finally:
         if started and not os.environ.get("OSB_KEEP_TESTBED"):
             _testbed(session, "stop")
+
+
+@nox.session(python=PYTHON, default=False)
+def bench(session: nox.Session) -> None:
+    """Benchmark against the testbed; writes bench-results/latest.{md,json} (`-- --quick`)."""
+    _install_all(session)
+    started = _ensure_testbed(session)
+    try:
+        session.run(
+            "python",
+            "-m",
+            "bench",
+            *session.posargs,
+            env={**_testbed_env(), "PYTHONPATH": str(ROOT / "tests")},
+        )
+    finally:
+        if started and not os.environ.get("OSB_KEEP_TESTBED"):
+            _testbed(session, "stop")

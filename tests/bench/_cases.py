@@ -1,0 +1,567 @@
+"""The benchmark sections. Each returns a JSON-able dict; `_report` renders them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench._machine import CpuMeter
+from bench._stats import Sample, interleave, quantile, ratio
+
+MIB = 1024 * 1024
+SIZES = {"4 KiB": 4096, "1 MiB": MIB, "8 MiB": 8 * MIB, "64 MiB": 64 * MIB}
+ONE_MIB_COMMAND = "yes 0123456789abcde | head -c 1048576"
+SKIP_OVER_SECONDS = 60.0
+
+
+@dataclass
+class Context:
+    """What every section shares: the settings, one sandbox, and the clients on it."""
+
+    image: str
+    quick: bool
+    server_pid: int | None
+    core: Any = None  # opensandbox_core.AsyncSandboxSession (created, owned)
+    sdk: Any = None  # opensandbox.Sandbox connected to the same sandbox
+    deepagents: Any = None  # deepagents_opensandbox_backend.OpenSandboxBackend (connected)
+    pydantic: Any = None  # pydantic_ai_opensandbox.OpenSandboxBackend (by ref)
+    notes: list[str] = field(default_factory=list)
+
+    def reps(self, full: int, quick: int) -> int:
+        return quick if self.quick else full
+
+
+def sdk_config() -> Any:
+    from opensandbox.config import ConnectionConfig
+
+    return ConnectionConfig()
+
+
+async def open_clients(ctx: Context) -> None:
+    """Create the shared sandbox through the core, and attach every other client to it."""
+    from opensandbox import Sandbox
+
+    from opensandbox_core import AsyncSandboxSession, SandboxSpec
+
+    ctx.core = AsyncSandboxSession(SandboxSpec(ctx.image, lifetime=3600))
+    await ctx.core.start()
+    sandbox_id = ctx.core.id
+    ctx.sdk = await Sandbox.connect(
+        sandbox_id, connection_config=sdk_config(), skip_health_check=True
+    )
+    try:
+        from deepagents_opensandbox_backend import OpenSandboxBackend as DeepAgentsBackend
+
+        ctx.deepagents = await DeepAgentsBackend.aconnect(sandbox_id)
+        DeepAgentsBackend.connect(sandbox_id)  # warms the blocking façade's loop too
+    except Exception as exc:  # an adapter being finished elsewhere must not stop the rest
+        ctx.notes.append(f"Deep Agents adapter unavailable: {type(exc).__name__}: {exc}")
+    try:
+        from pydantic_ai.workspaces import WorkspaceRef
+
+        from pydantic_ai_opensandbox import OpenSandboxBackend as PydanticBackend
+
+        ctx.pydantic = PydanticBackend(ref=WorkspaceRef(provider="opensandbox", id=sandbox_id))
+        await ctx.pydantic.working_dir()
+    except Exception as exc:
+        ctx.notes.append(f"Pydantic AI adapter unavailable: {type(exc).__name__}: {exc}")
+        ctx.pydantic = None
+
+
+async def close_clients(ctx: Context) -> None:
+    if ctx.pydantic is not None:
+        with contextlib.suppress(Exception):
+            await ctx.pydantic.aclose()
+    if ctx.sdk is not None:
+        with contextlib.suppress(Exception):
+            await ctx.sdk.close()
+    if ctx.deepagents is not None:
+        with contextlib.suppress(Exception):
+            await ctx.deepagents.aclose()
+    if ctx.core is not None:
+        await ctx.core.destroy()
+
+
+def _stats(samples: Mapping[str, Sample]) -> dict[str, Any]:
+    return {name: s.as_json() for name, s in samples.items()}
+
+
+# -- 1. command round trip ------------------------------------------------------------------------
+
+
+def _sdk_stdout(execution: Any) -> str:
+    return "".join(m.text for m in execution.logs.stdout)
+
+
+async def commands(ctx: Context) -> dict[str, Any]:
+    from deepagents.backends.sandbox import BaseSandbox  # noqa: F401 - fail early if missing
+
+    reps = ctx.reps(15, 4)
+    out: dict[str, Any] = {"repetitions": reps, "cases": {}}
+    da = ctx.deepagents
+    for label, command, size in (("true", "true", 0), ("1 MiB stdout", ONE_MIB_COMMAND, MIB)):
+        variants: dict[str, Any] = {"core run": lambda c=command: ctx.core.run(c)}
+        if da is not None:
+            variants["deepagents aexecute"] = lambda c=command: da.aexecute(c)
+
+            async def sync_execute(c: str = command) -> Any:
+                return da.execute(c)  # blocking façade (its own loop), as sync agents call it
+
+            variants["deepagents execute (sync)"] = sync_execute
+        if ctx.pydantic is not None:
+            variants["pydantic-ai run"] = lambda c=command: ctx.pydantic.run(c, shell=True)  # noqa: S604
+        variants["raw SDK commands.run"] = lambda c=command: ctx.sdk.commands.run(c)
+
+        def check(name: str, result: Any, size: int = size) -> None:
+            if name.startswith("raw SDK"):
+                text = _sdk_stdout(result)
+            elif name.startswith("deepagents"):
+                text = result.output
+            else:
+                text = result.stdout
+            if name.startswith("raw SDK"):
+                # The SDK drops the line breaks of some framings; count the payload bytes only.
+                text = text.replace("\n", "")
+                expected = size - size // 16
+            else:
+                expected = size
+            if len(text) != expected:
+                raise AssertionError(f"{name}: {len(text)} bytes of output, expected {expected}")
+
+        samples = await interleave(variants, reps, check=check)
+        sdk, core = samples["raw SDK commands.run"], samples["core run"]
+        out["cases"][label] = {
+            "stats": _stats(samples),
+            "ratio_to_sdk": {name: ratio(s, sdk) for name, s in samples.items()},
+            "ratio_to_core": {name: ratio(s, core) for name, s in samples.items()},
+        }
+    return out
+
+
+# -- 2. file transfer -----------------------------------------------------------------------------
+
+
+class _CommandsOnly:
+    """Only `SupportsCommands`, by delegation: pydantic-ai then moves files through its shell."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    @property
+    def ref(self) -> Any:
+        return self._inner.ref
+
+    async def working_dir(self) -> str:
+        return str(await self._inner.working_dir())
+
+    async def run(
+        self,
+        command: Any,
+        *,
+        shell: bool = False,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        return await self._inner.run(command, shell=shell, env=env, timeout=timeout)
+
+
+def text_payload(size: int) -> str:
+    """ASCII text of exactly `size` bytes in 64-byte numbered lines (usable as str and bytes)."""
+    lines = size // 64
+    body = "".join(f"{i:063d}\n" for i in range(lines))
+    return body + "x" * (size - len(body))
+
+
+_PAGE_LINES = 6000  # 64-byte lines: about 420 KB a page, under BaseSandbox.read's 500 KiB cap
+
+
+def _page_text(result: Any) -> str:
+    if result.error:
+        raise AssertionError(result.error)
+    data = result.file_data
+    content = data["content"] if isinstance(data, Mapping) else data.content
+    return str(content)
+
+
+def _read_all(read: Any, path: str) -> int:
+    """Page through a text file with a Deep Agents `read`; return the number of lines seen."""
+    offset, lines = 0, 0
+    for _ in range(100_000):
+        result = read(path, offset, _PAGE_LINES)
+        lines += len(_page_text(result).splitlines())
+        if result.next_offset is None:
+            return lines
+        offset = result.next_offset
+    raise AssertionError("paging did not end")
+
+
+def _transfer_variants(ctx: Context, size: int, text: str, data: bytes) -> dict[str, Any]:
+    """name -> (write coroutine factory, read coroutine factory), all on the shared sandbox."""
+    variants: dict[str, Any] = {}
+    base = "/workspace/bench-transfer"
+    core = ctx.core
+
+    async def core_write() -> None:
+        await core.write_bytes(f"{base}/core.bin", data)
+
+    async def core_read() -> int:
+        return len(await core.read_bytes(f"{base}/core.bin"))
+
+    variants["core native"] = (core_write, core_read)
+    if ctx.pydantic is not None:
+        from pydantic_ai.workspaces import Workspace
+
+        native, shell = Workspace(ctx.pydantic), Workspace(_CommandsOnly(ctx.pydantic))  # type: ignore[arg-type]
+
+        async def pa_write() -> None:
+            await native.write_bytes(f"{base}/pa.bin", data)
+
+        async def pa_read() -> int:
+            return len(await native.read_bytes(f"{base}/pa.bin"))
+
+        async def shell_write() -> None:
+            await shell.write_bytes(f"{base}/shell.bin", data)
+
+        async def shell_read() -> int:
+            return len(await shell.read_bytes(f"{base}/shell.bin"))
+
+        variants["pydantic-ai native"] = (pa_write, pa_read)
+        variants["pydantic-ai shell fallback"] = (shell_write, shell_read)
+    if ctx.deepagents is not None:
+        from deepagents.backends.sandbox import BaseSandbox
+
+        da = ctx.deepagents
+        want_lines = len(text.splitlines())
+
+        async def da_write() -> None:
+            result = da.write(f"{base}/da.txt", text)
+            assert not result.error, result.error
+
+        async def da_read() -> int:
+            lines = _read_all(da.read, f"{base}/da.txt")
+            assert lines == want_lines, (lines, want_lines)
+            return size
+
+        async def base_write() -> None:
+            result = BaseSandbox.write(da, f"{base}/base.txt", text)
+            assert not result.error, result.error
+
+        async def base_read() -> int:
+            lines = _read_all(lambda p, o, n: BaseSandbox.read(da, p, o, n), f"{base}/base.txt")
+            assert lines == want_lines, (lines, want_lines)
+            return size
+
+        variants["deepagents adapter write/read"] = (da_write, da_read)
+        variants["deepagents BaseSandbox default"] = (base_write, base_read)
+    sdk = ctx.sdk
+
+    async def sdk_write() -> None:
+        await sdk.files.write_file(f"{base}/sdk.bin", data)
+
+    async def sdk_read() -> int:
+        return len(await sdk.files.read_bytes(f"{base}/sdk.bin"))
+
+    variants["raw SDK"] = (sdk_write, sdk_read)
+    return variants
+
+
+async def transfers(ctx: Context) -> dict[str, Any]:
+    reps_for = {"4 KiB": (9, 3), "1 MiB": (7, 3), "8 MiB": (5, 2), "64 MiB": (3, 1)}
+    limit = SKIP_OVER_SECONDS
+    out: dict[str, Any] = {"sizes": {}, "skipped": {}}
+    last: dict[str, tuple[int, float]] = {}  # variant -> (size, median round trip s)
+    for label, size in SIZES.items():
+        text = text_payload(size)
+        data = text.encode()
+        variants = _transfer_variants(ctx, size, text, data)
+        for name in list(variants):
+            # Projected linearly from the last size of at least 1 MiB (below that, latency rules).
+            if name in last and last[name][0] >= MIB:
+                prev_size, prev_time = last[name]
+                projected = prev_time * size / prev_size
+                if projected > limit:
+                    out["skipped"].setdefault(label, {})[name] = round(projected, 1)
+                    del variants[name]
+        reps = ctx.reps(*reps_for[label])
+        rounds: dict[str, Any] = {}
+        split: dict[str, list[tuple[float, float]]] = {}
+        for name, (write, read) in variants.items():
+
+            async def both(
+                name: str = name,
+                write: Any = write,
+                read: Any = read,
+                size: int = size,
+                split: dict[str, list[tuple[float, float]]] = split,
+            ) -> float:
+                started = time.perf_counter()
+                await write()
+                mid = time.perf_counter()
+                got = await read()
+                end = time.perf_counter()
+                if got != size:
+                    raise AssertionError(f"{name}: read {got} bytes, expected {size}")
+                split.setdefault(name, []).append((mid - started, end - mid))
+                return end - started
+
+            rounds[name] = both
+        # One warm-up round only for small sizes: a warm-up at 64 MiB would double the run time.
+        samples = await interleave(rounds, reps, warmup=1 if size <= MIB else 0)
+        writes = {n: Sample([w for w, _ in split[n][-reps:]]) for n in rounds}
+        reads = {n: Sample([r for _, r in split[n][-reps:]]) for n in rounds}
+        for name, sample in samples.items():
+            last[name] = (size, sample.median)
+        sdk = samples.get("raw SDK")
+        shell = samples.get("pydantic-ai shell fallback")
+        out["sizes"][label] = {
+            "repetitions": reps,
+            "round_trip": _stats(samples),
+            "write": _stats(writes),
+            "read": _stats(reads),
+            "ratio_to_sdk": {n: ratio(s, sdk) for n, s in samples.items()} if sdk else {},
+            "shell_over_native": {n: ratio(shell, s) for n, s in samples.items()} if shell else {},
+        }
+    with contextlib.suppress(Exception):
+        await ctx.core.remove("/workspace/bench-transfer")
+    return out
+
+
+# -- 2b. client memory, one subprocess per variant ------------------------------------------------
+
+
+MEMORY_VARIANTS = (
+    ("core", "write"),
+    ("core", "read"),
+    ("core", "stream"),
+    ("pydantic-ai", "write"),
+    ("pydantic-ai", "read"),
+    ("deepagents", "write"),
+    ("deepagents", "read"),
+    ("sdk", "write"),
+    ("sdk", "read"),
+    ("sdk", "stream"),
+)
+
+
+async def memory(ctx: Context) -> dict[str, Any]:
+    size = 64 * MIB
+    path = "/workspace/bench-memory/source.bin"
+    await ctx.core.write_bytes(path, os.urandom(size))
+    out: dict[str, Any] = {"size_mib": size // MIB, "variants": {}}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    try:
+        for client, direction in MEMORY_VARIANTS:
+            if client == "deepagents" and ctx.deepagents is None:
+                continue
+            if client == "pydantic-ai" and ctx.pydantic is None:
+                continue
+            args = [sys.executable, "-m", "bench._memory", client, direction, ctx.core.id]
+            args += [path, str(size)]
+            proc = await asyncio.to_thread(
+                subprocess.run, args, env=env, capture_output=True, text=True, timeout=300
+            )
+            key = f"{client} {direction}"
+            if proc.returncode != 0:
+                out["variants"][key] = {"error": proc.stderr.strip()[-500:]}
+                continue
+            out["variants"][key] = json.loads(proc.stdout.strip().splitlines()[-1])
+    finally:
+        with contextlib.suppress(Exception):
+            await ctx.core.remove("/workspace/bench-memory")
+    return out
+
+
+# -- 3. create to first command -------------------------------------------------------------------
+
+
+class _Timed(float):
+    """An op's own elapsed time (so that clean-up outside the timed part is not counted)."""
+
+
+async def create(ctx: Context) -> dict[str, Any]:
+    from datetime import timedelta
+
+    from opensandbox import Sandbox
+
+    from opensandbox_core import AsyncSandboxSession, SandboxSpec
+
+    image = ctx.image
+    reps = ctx.reps(5, 2)
+
+    async def core() -> _Timed:
+        started = time.perf_counter()
+        session = AsyncSandboxSession(SandboxSpec(image))
+        try:
+            result = await session.run("true")
+            elapsed = time.perf_counter() - started
+            assert result.exit_code == 0
+        finally:
+            await session.destroy()
+        return _Timed(elapsed)
+
+    async def sdk() -> _Timed:
+        started = time.perf_counter()
+        sandbox = None
+        try:
+            sandbox = await Sandbox.create(
+                image,
+                connection_config=sdk_config(),
+                timeout=timedelta(minutes=10),
+                entrypoint=["tail", "-f", "/dev/null"],
+                resource={"cpu": "1", "memory": "2Gi"},
+            )
+            await sandbox.commands.run("true")
+            elapsed = time.perf_counter() - started
+        finally:
+            if sandbox is not None:
+                with contextlib.suppress(Exception):
+                    await sandbox.kill()
+                with contextlib.suppress(Exception):
+                    await sandbox.close()
+        return _Timed(elapsed)
+
+    samples = await interleave({"core": core, "raw SDK": sdk}, reps, warmup=0, timed=_Timed)
+    return {
+        "repetitions": reps,
+        "stats": _stats(samples),
+        "ratio": ratio(samples["core"], samples["raw SDK"]),
+    }
+
+
+# -- 4. scale -------------------------------------------------------------------------------------
+
+
+async def scale(ctx: Context) -> dict[str, Any]:
+    from opensandbox_core import AsyncSandboxSession, SandboxSpec
+
+    reps = ctx.reps(3, 1)
+    extra = [AsyncSandboxSession(SandboxSpec(ctx.image, lifetime=3600)) for _ in range(3)]
+    out: dict[str, Any] = {"repetitions": reps, "cases": []}
+    try:
+        await asyncio.gather(*(s.start() for s in extra))
+        layouts = {"1 sandbox": [ctx.core], "4 sandboxes": [ctx.core, *extra]}
+        for command in ("true", "sleep 1"):
+            for n in (1, 8, 32):
+                per_worker = 1 if command != "true" else max(2, 48 // n)
+                runs: dict[str, list[dict[str, Any]]] = {name: [] for name in layouts}
+                cpu: dict[str, list[dict[str, float]]] = {name: [] for name in layouts}
+                for rep in range(reps):
+                    order = list(layouts) if rep % 2 == 0 else list(reversed(layouts))
+                    for name in order:
+                        sessions = layouts[name]
+                        meter = CpuMeter(ctx.server_pid)
+                        meter.start()
+                        runs[name].append(await _burst(sessions, command, n, per_worker))
+                        cpu[name].append(meter.stop())
+                for name in layouts:
+                    latencies = [x for r in runs[name] for x in r["latencies"]]
+                    walls = [r["wall"] for r in runs[name]]
+                    counts = [r["count"] for r in runs[name]]
+                    out["cases"].append(
+                        {
+                            "command": command,
+                            "concurrency": n,
+                            "layout": name,
+                            "commands_per_run": counts[0],
+                            "wall_s": Sample(walls).as_json(),
+                            "throughput_per_s": Sample(
+                                [c / w for c, w in zip(counts, walls, strict=True)]
+                            ).as_json(),
+                            "latency_median_s": quantile(latencies, 0.5),
+                            "latency_p90_s": quantile(latencies, 0.9),
+                            "cpu_percent": _mean_cpu(cpu[name]),
+                        }
+                    )
+    finally:
+        await asyncio.gather(*(s.destroy() for s in extra), return_exceptions=True)
+    return out
+
+
+async def _burst(sessions: list[Any], command: str, n: int, per_worker: int) -> dict[str, Any]:
+    latencies: list[float] = []
+
+    async def worker(index: int) -> None:
+        session = sessions[index % len(sessions)]
+        for _ in range(per_worker):
+            started = time.perf_counter()
+            result = await session.run(command, timeout=60)
+            latencies.append(time.perf_counter() - started)
+            assert result.exit_code == 0
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(i) for i in range(n)))
+    return {"wall": time.perf_counter() - started, "count": n * per_worker, "latencies": latencies}
+
+
+def _mean_cpu(samples: list[dict[str, float]]) -> dict[str, float]:
+    keys = {k for s in samples for k in s}
+    return {k: round(sum(s.get(k, 0.0) for s in samples) / len(samples), 1) for k in sorted(keys)}
+
+
+# -- 5. Deep Agents file tools --------------------------------------------------------------------
+
+
+def _file_text(index: int) -> str:
+    body = "".join(f"    value_{j} = {index * 100 + j}\n" for j in range(40))
+    return f"def function_{index}():\n{body}    return 'needle-{index}'\n"
+
+
+async def deepagents_tools(ctx: Context) -> dict[str, Any]:
+    from deepagents.backends.sandbox import BaseSandbox
+
+    da = ctx.deepagents
+    files = 40 if ctx.quick else 200
+    root = "/workspace/bench-tools"
+    ops: dict[str, dict[str, Sample]] = {}
+
+    def timed(op: str, name: str, call: Any) -> Any:
+        started = time.perf_counter()
+        result = call()
+        ops.setdefault(op, {}).setdefault(name, Sample()).values.append(
+            time.perf_counter() - started
+        )
+        if getattr(result, "error", None):
+            raise AssertionError(f"{op} {name}: {result.error}")
+        return result
+
+    try:
+        for i in range(files):  # interleaved file by file, alternating which goes first
+            pair = [
+                ("adapter (native)", lambda i=i: da.write(f"{root}/a/f{i}.py", _file_text(i))),
+                (
+                    "BaseSandbox default",
+                    lambda i=i: BaseSandbox.write(da, f"{root}/b/f{i}.py", _file_text(i)),
+                ),
+            ]
+            for name, call in pair if i % 2 == 0 else reversed(pair):
+                timed("write", name, call)
+        for i in range(files):
+            pair = [
+                ("adapter (native)", lambda i=i: da.read(f"{root}/a/f{i}.py")),
+                ("BaseSandbox default", lambda i=i: BaseSandbox.read(da, f"{root}/a/f{i}.py")),
+            ]
+            for name, call in pair if i % 2 == 0 else reversed(pair):
+                timed("read", name, call)
+        for i in range(files):
+            timed(
+                "edit",
+                "adapter (BaseSandbox.edit)",
+                lambda i=i: da.edit(f"{root}/a/f{i}.py", f"'needle-{i}'", f"'found-{i}'"),
+            )
+        for _ in range(ctx.reps(7, 3)):
+            result = timed("grep", "adapter (BaseSandbox.grep)", lambda: da.grep("found-1", root))
+            timed("ls", "adapter (BaseSandbox.ls)", lambda: da.ls(f"{root}/a"))
+        assert len(result.matches or []) >= 1
+    finally:
+        with contextlib.suppress(Exception):
+            await ctx.core.remove(root)
+    return {"files": files, "ops": {op: _stats(v) for op, v in ops.items()}}

@@ -1,0 +1,239 @@
+"""Targets and the markdown rendering of a results dict (the JSON written next to it)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+OURS_COMMANDS = ("deepagents aexecute", "deepagents execute (sync)", "pydantic-ai run")
+OURS_NATIVE = ("core native", "pydantic-ai native")
+OURS_MEMORY = ("core", "pydantic-ai", "deepagents")
+
+
+def _ms(seconds: float | None) -> str:
+    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
+        return "-"
+    return f"{seconds * 1000:.1f}" if seconds < 10 else f"{seconds * 1000:.0f}"
+
+
+def _x(value: float | None) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    return f"{value:.2f}x" if value < 100 else f"{value:.0f}x"
+
+
+def _cell(stats: dict[str, Any]) -> str:
+    if stats.get("skipped") or not stats.get("n"):
+        return f"skipped ({stats.get('skipped', 'no data')})"
+    return f"{_ms(stats['median'])} ({_ms(stats['p10'])}–{_ms(stats['p90'])})"
+
+
+def _worst(items: list[tuple[str, float]]) -> tuple[str, float] | None:
+    items = [(n, v) for n, v in items if v is not None and not math.isnan(v)]
+    return max(items, key=lambda item: item[1]) if items else None
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+
+    def add(name: str, goal: str, measured: str, ok: bool | None, detail: str) -> None:
+        status = "n/a" if ok is None else ("PASS" if ok else "MISS")
+        rows.append(
+            {"target": name, "goal": goal, "measured": measured, "status": status, "detail": detail}
+        )
+
+    cmd = results.get("commands", {}).get("cases", {}).get("true")
+    if cmd:
+        ratios = cmd["ratio_to_sdk"]
+        worst = _worst([(n, ratios[n]) for n in OURS_COMMANDS if n in ratios])
+        if worst:
+            add(
+                "adapter overhead per command (`true`)",
+                "<= 1.10x raw SDK",
+                _x(worst[1]),
+                worst[1] <= 1.10,
+                f"worst adapter: {worst[0]}; core {_x(ratios.get('core run'))}; adapters over "
+                f"core: {', '.join(_x(cmd['ratio_to_core'][n]) for n in OURS_COMMANDS if n in ratios)}",
+            )
+    eight = results.get("transfers", {}).get("sizes", {}).get("8 MiB")
+    if eight:
+        shell = eight["shell_over_native"].get("pydantic-ai native")
+        skipped = results["transfers"]["skipped"].get("8 MiB", {}).get("pydantic-ai shell fallback")
+        if shell is not None and not math.isnan(shell):
+            add(
+                "8 MiB round trip vs shell path",
+                ">= 20x faster",
+                _x(shell),
+                shell >= 20,
+                "pydantic-ai native vs the same backend driven as commands-only",
+            )
+        elif skipped:
+            add(
+                "8 MiB round trip vs shell path",
+                ">= 20x faster",
+                "shell path skipped",
+                None,
+                f"shell path projected at {skipped:.0f} s",
+            )
+        worst = _worst([(n, eight["ratio_to_sdk"].get(n, math.nan)) for n in OURS_NATIVE])
+        if worst:
+            add(
+                "8 MiB round trip vs raw SDK",
+                "<= 1.5x raw SDK",
+                _x(worst[1]),
+                worst[1] <= 1.5,
+                f"worst: {worst[0]}",
+            )
+    mem = results.get("memory", {}).get("variants", {})
+    ours = [
+        (k, v["overhead_mib"])
+        for k, v in mem.items()
+        if k.split()[0] in OURS_MEMORY and "overhead_mib" in v
+    ]
+    worst = _worst(ours)
+    if worst:
+        add(
+            "client memory, 64 MiB transfer",
+            "< 32 MiB above baseline",
+            f"{worst[1]:.1f} MiB",
+            worst[1] < 32,
+            f"worst of ours: {worst[0]} (a read's own 64 MiB result not counted)",
+        )
+    create = results.get("create")
+    if create:
+        add(
+            "create to first command",
+            "<= 0.6x raw SDK",
+            _x(create["ratio"]),
+            create["ratio"] <= 0.6,
+            f"core {_ms(create['stats']['core'].get('median'))} ms, raw SDK "
+            f"{_ms(create['stats']['raw SDK'].get('median'))} ms",
+        )
+    for case in results.get("scale", {}).get("cases", []):
+        if (
+            case["command"] == "sleep 1"
+            and case["concurrency"] == 32
+            and case["layout"] == "1 sandbox"
+        ):
+            wall = case["wall_s"]
+            add(
+                "32 concurrent `sleep 1`, one sandbox",
+                "< 2 s wall",
+                f"{wall['median']:.2f} s",
+                wall["max"] < 2.0,
+                f"max of {wall['n']}: {wall['max']:.2f} s",
+            )
+    return rows
+
+
+def markdown(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    lines = [
+        f"## Benchmark results ({'quick' if results['quick'] else 'full'} run, {m['date']})",
+        "",
+        f"- Machine: {m['cpu_model']}, {m['cores']} cores, {m['memory_gib']} GiB RAM, "
+        f"kernel {m['kernel']}, load average at start {', '.join(f'{x:.2f}' for x in m['load_average_at_start'])}",
+        f"- Python {m['python']}, Docker {m['docker']}, commit {m['git_commit']}, "
+        f"run took {results['duration_s']:.0f} s",
+        "- Packages: " + ", ".join(f"{k} {v}" for k, v in m["packages"].items()),
+        "- Times in ms: median (p10–p90). Every comparison was run interleaved in one process "
+        "on the same sandbox; ratios are of medians.",
+        "",
+    ]
+    for note in results.get("notes", []):
+        lines.append(f"- Note: {note}")
+    lines += ["", "### Targets", "", "| target | goal | measured | status | detail |"]
+    lines.append("|---|---|---|---|---|")
+    for row in results["targets"]:
+        lines.append(
+            f"| {row['target']} | {row['goal']} | {row['measured']} | **{row['status']}** | "
+            f"{row['detail']} |"
+        )
+    cmd = results.get("commands")
+    if cmd:
+        lines += ["", f"### 1. Command round trip ({cmd['repetitions']} interleaved rounds)", ""]
+        lines += [
+            "| client | `true` | to SDK | to core | 1 MiB stdout | to SDK | to core |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        t, big = cmd["cases"]["true"], cmd["cases"]["1 MiB stdout"]
+        for name in t["stats"]:
+            lines.append(
+                f"| {name} | {_cell(t['stats'][name])} | {_x(t['ratio_to_sdk'][name])} | "
+                f"{_x(t['ratio_to_core'][name])} | {_cell(big['stats'][name])} | "
+                f"{_x(big['ratio_to_sdk'][name])} | {_x(big['ratio_to_core'][name])} |"
+            )
+    tr = results.get("transfers")
+    if tr:
+        lines += ["", "### 2. File transfer: write + read round trip", ""]
+        lines += [
+            "| size | client | round trip | write | read | ratio to SDK | shell path / this |"
+        ]
+        lines.append("|---|---|---|---|---|---|---|")
+        for label, data in tr["sizes"].items():
+            for name, stats in data["round_trip"].items():
+                lines.append(
+                    f"| {label} ×{data['repetitions']} | {name} | {_cell(stats)} | "
+                    f"{_cell(data['write'][name])} | {_cell(data['read'][name])} | "
+                    f"{_x(data['ratio_to_sdk'].get(name))} | {_x(data['shell_over_native'].get(name))} |"
+                )
+            for name, projected in tr["skipped"].get(label, {}).items():
+                lines.append(
+                    f"| {label} | {name} | skipped: projected {projected:.0f} s (> 60 s) | | | | |"
+                )
+    mem = results.get("memory")
+    if mem:
+        lines += [
+            "",
+            f"### Client memory for one {mem['size_mib']} MiB transfer (a subprocess each)",
+            "",
+        ]
+        lines += [
+            "| client, operation | baseline | peak | above baseline | minus the result held |"
+        ]
+        lines.append("|---|---|---|---|---|")
+        for name, v in mem["variants"].items():
+            if "error" in v:
+                lines.append(f"| {name} | error: {v['error'][:120]} | | | |")
+                continue
+            lines.append(
+                f"| {name} | {v['baseline_mib']} MiB | {v['peak_mib']} MiB | "
+                f"{v['above_baseline_mib']} MiB | {v['overhead_mib']} MiB |"
+            )
+    create = results.get("create")
+    if create:
+        lines += [
+            "",
+            f"### 3. Create to first command done ({create['repetitions']} interleaved rounds)",
+            "",
+        ]
+        lines += ["| client | create + `true` |", "|---|---|"]
+        for name, stats in create["stats"].items():
+            lines.append(f"| {name} | {_cell(stats)} |")
+        lines.append(f"| ratio core / SDK | {_x(create['ratio'])} |")
+    sc = results.get("scale")
+    if sc:
+        lines += [
+            "",
+            f"### 4. Concurrency (core session; {sc['repetitions']} rounds, layouts interleaved)",
+            "",
+        ]
+        lines += [
+            "| command | concurrent | layout | commands | wall s (median) | commands/s | latency median ms | latency p90 ms | CPU % of one core |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for c in sc["cases"]:
+            cpu = ", ".join(f"{k} {v:.0f}" for k, v in c["cpu_percent"].items() if v >= 1)
+            lines.append(
+                f"| `{c['command']}` | {c['concurrency']} | {c['layout']} | {c['commands_per_run']} | "
+                f"{c['wall_s']['median']:.2f} | {c['throughput_per_s']['median']:.1f} | "
+                f"{_ms(c['latency_median_s'])} | {_ms(c['latency_p90_s'])} | {cpu} |"
+            )
+    tools = results.get("deepagents_tools")
+    if tools:
+        lines += ["", f"### 5. Deep Agents file tools over {tools['files']} files (per call)", ""]
+        lines += ["| tool | implementation | per call |", "|---|---|---|"]
+        for op, variants in tools["ops"].items():
+            for name, stats in variants.items():
+                lines.append(f"| `{op}` | {name} | {_cell(stats)} |")
+    return "\n".join(lines) + "\n"
