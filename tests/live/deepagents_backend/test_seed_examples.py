@@ -13,7 +13,6 @@ import pytest
 
 from deepagents_opensandbox_backend import InsecureSandboxWarning, OpenSandboxBackend
 from opensandbox_core import ConfigurationError
-from opensandbox_core._config import _reset_insecure_warning
 
 MAKE_PNG = r"""
 import collections, csv, struct, zlib
@@ -115,7 +114,6 @@ def test_running_a_command_directly(backend: OpenSandboxBackend) -> None:
 
 
 def test_no_warning_when_the_key_is_in_the_environment(testbed_env: dict[str, str]) -> None:
-    _reset_insecure_warning()
     with warnings.catch_warnings():
         warnings.simplefilter("error", InsecureSandboxWarning)
         backend = OpenSandboxBackend.create()
@@ -129,7 +127,6 @@ def test_no_warning_when_the_key_is_an_argument(
     testbed_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("OPEN_SANDBOX_API_KEY")
-    _reset_insecure_warning()
     with warnings.catch_warnings():
         warnings.simplefilter("error", InsecureSandboxWarning)
         backend = OpenSandboxBackend.create(api_key=testbed_env["OPEN_SANDBOX_API_KEY"])
@@ -140,6 +137,5 @@ def test_without_a_key_it_warns_and_the_secured_server_refuses(
     testbed_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("OPEN_SANDBOX_API_KEY")
-    _reset_insecure_warning()
     with pytest.warns(InsecureSandboxWarning), pytest.raises(ConfigurationError, match="API key"):
         OpenSandboxBackend.create()

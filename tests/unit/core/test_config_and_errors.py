@@ -19,7 +19,6 @@ from opensandbox_core import (
     SandboxUnavailableError,
     ServerError,
 )
-from opensandbox_core._config import _reset_insecure_warning
 from opensandbox_core._errors import path_error, translate
 from opensandbox_core._session import _command_text, _is_lost_response, _octal_digits
 
@@ -64,17 +63,20 @@ def test_explicit_sdk_config_is_used_as_given() -> None:
     assert conn.resolved_protocol() == "http"
 
 
-def test_insecure_warning_once_and_only_without_key(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_insecure_warning_once_per_call_site_and_only_without_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv("OPEN_SANDBOX_API_KEY", raising=False)
-    _reset_insecure_warning()
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        Connection().check_security()
-        Connection().check_security()
+        warnings.simplefilter("default")
+        for _ in range(3):
+            Connection().check_security()
     insecure = [w for w in caught if issubclass(w.category, InsecureSandboxWarning)]
     assert len(insecure) == 1
     assert "OPEN_SANDBOX_API_KEY" in str(insecure[0].message)
-    _reset_insecure_warning()
+    assert insecure[0].filename == __file__  # points at the caller, not at library code
+    with pytest.warns(InsecureSandboxWarning):
+        Connection().check_security()
     monkeypatch.setenv("OPEN_SANDBOX_API_KEY", SECRET)
     with warnings.catch_warnings():
         warnings.simplefilter("error", InsecureSandboxWarning)

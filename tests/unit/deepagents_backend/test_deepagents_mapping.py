@@ -31,7 +31,6 @@ from opensandbox_core import (
     ServerError,
     TransferResult,
 )
-from opensandbox_core._config import _reset_insecure_warning
 
 SECRET = "sk-unit-test-secret-0123456789"
 
@@ -251,11 +250,9 @@ def test_bad_arguments_are_caught_before_any_request() -> None:
 def test_warns_only_without_any_key(monkeypatch: pytest.MonkeyPatch) -> None:
     # Port 9 on loopback refuses the connection: create() warns, then fails fast.
     monkeypatch.delenv("OPEN_SANDBOX_API_KEY", raising=False)
-    _reset_insecure_warning()
     with pytest.warns(InsecureSandboxWarning), pytest.raises(ServerError):
         OpenSandboxBackend.create(domain="127.0.0.1:9")
     for env_key, arg_key in ((SECRET, None), (None, SECRET)):
-        _reset_insecure_warning()
         if env_key:
             monkeypatch.setenv("OPEN_SANDBOX_API_KEY", env_key)
         else:

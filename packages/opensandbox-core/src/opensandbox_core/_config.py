@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import os
-import threading
+import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,30 +27,28 @@ DEFAULT_DOMAIN = "localhost:8080"
 ENV_DOMAIN = "OPEN_SANDBOX_DOMAIN"
 ENV_API_KEY = "OPEN_SANDBOX_API_KEY"
 
-_warned_lock = threading.Lock()
-_warned = False
+_OUR_PACKAGES = ("opensandbox_core", "deepagents_opensandbox_backend", "pydantic_ai_opensandbox")
 
 
-def _warn_insecure_once() -> None:
-    global _warned
-    with _warned_lock:
-        if _warned:
-            return
-        _warned = True
+def _caller_stacklevel() -> int:
+    """The stacklevel of the first frame outside these packages (the user's own call)."""
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and str(frame.f_globals.get("__name__", "")).startswith(_OUR_PACKAGES):
+        level += 1
+        frame = frame.f_back  # type: ignore[assignment]
+    return level
+
+
+def _warn_insecure() -> None:
+    # Python's default warning filter shows this once per calling line, so a loop that creates
+    # many sessions warns once, while `pytest.warns` and `-W error` still see every occurrence.
     warnings.warn(
         "No API key is configured for the OpenSandbox server: anyone who can reach it can run "
         "commands in its sandboxes. Set [server] api_key in the server's config and pass the same "
         f"value as api_key=... or in {ENV_API_KEY}.",
         InsecureSandboxWarning,
-        stacklevel=4,
+        stacklevel=_caller_stacklevel(),
     )
-
-
-def _reset_insecure_warning() -> None:
-    """For tests: let the next keyless connection warn again."""
-    global _warned
-    with _warned_lock:
-        _warned = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -126,9 +124,9 @@ class Connection:
         return "https" if self.resolved_domain().lower().startswith("https://") else "http"
 
     def check_security(self) -> None:
-        """Warn once per process (InsecureSandboxWarning) when no API key is configured."""
+        """Warn (InsecureSandboxWarning) when no API key is configured."""
         if not self.resolved_api_key():
-            _warn_insecure_once()
+            _warn_insecure()
 
     def build_sdk_config(self) -> ConnectionConfig:
         """A fresh SDK ConnectionConfig for one event loop's clients.
