@@ -727,8 +727,12 @@ class AsyncSandboxSession:
 
     async def _gone(self, clients: _LoopClients, execd: ExecdClient | None) -> bool:
         assert self._sandbox_id is not None
+        # One request timeout at most: the SDK's client retries a read timeout several times,
+        # which would multiply the time a failed call takes to report on a stalled network.
+        budget = max(1.0, clients.sdk_config.request_timeout.total_seconds())
         try:
-            info = await clients.sandboxes.get_sandbox_info(self._sandbox_id)
+            async with asyncio.timeout(budget):
+                info = await clients.sandboxes.get_sandbox_info(self._sandbox_id)
         except Exception as exc:
             return _errors.is_not_found(exc)
         state = str(getattr(info.status, "state", "")).lower()
