@@ -24,6 +24,7 @@ import httpx
 logger = logging.getLogger(__name__)
 
 EXECD_PORT = 44772
+_UPLOAD_SLICE = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -238,9 +239,22 @@ class ExecdClient:
         tail = f"\r\n--{boundary}--\r\n".encode()
         headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
         content: bytes | AsyncIterator[bytes]
-        if isinstance(data, bytes | bytearray | memoryview):
+        if isinstance(data, bytes | bytearray | memoryview) and len(data) <= _UPLOAD_SLICE:
             content = b"".join((head, bytes(data), tail))
             headers["Content-Length"] = str(len(content))
+        elif isinstance(data, bytes | bytearray | memoryview):
+            # Streamed in slices with a known length: joining head, data and tail into one body
+            # would hold a second copy of the file (64 MiB more client memory for a 64 MiB file).
+            view = memoryview(data).cast("B")
+            headers["Content-Length"] = str(len(head) + view.nbytes + len(tail))
+
+            async def whole() -> AsyncIterator[bytes]:
+                yield head
+                for start in range(0, view.nbytes, _UPLOAD_SLICE):
+                    yield bytes(view[start : start + _UPLOAD_SLICE])
+                yield tail
+
+            content = whole()
         else:
 
             async def stream() -> AsyncIterator[bytes]:

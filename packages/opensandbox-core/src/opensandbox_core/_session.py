@@ -23,6 +23,7 @@ import concurrent.futures
 import contextlib
 import errno
 import inspect
+import io
 import logging
 import math
 import posixpath
@@ -1105,10 +1106,12 @@ class AsyncSandboxSession:
 
     async def read_bytes(self, path: str, *, max_size: int | None = None) -> bytes:
         """The whole content of a file. Directories, FIFOs and devices raise instead of blocking."""
-        chunks = []
+        # BytesIO grows one buffer and hands it over without a copy; a list of chunks joined at
+        # the end would briefly hold the file twice.
+        buffer = io.BytesIO()
         async for chunk in self.iter_bytes(path, max_size=max_size):
-            chunks.append(chunk)
-        return b"".join(chunks)
+            buffer.write(chunk)
+        return buffer.getvalue()
 
     async def iter_bytes(
         self, path: str, *, max_size: int | None = None, chunk_size: int = 1 << 20
