@@ -27,6 +27,7 @@ import io
 import logging
 import math
 import posixpath
+import re
 import shlex
 import threading
 import time
@@ -926,6 +927,20 @@ class AsyncSandboxSession:
             raise ConfigurationError("path must not be empty.")
         if "\0" in path:
             raise ConfigurationError(f"path {path!r} contains a NUL character.")
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigurationError(
+                f"path {path!r} is not valid Unicode (it contains a lone surrogate)."
+            ) from None
+        if _EXPANDED_IN_PATHS.search(path):
+            # execd expands $NAME and ${NAME} in every file path it is given: such a path would
+            # reach another file (or fail), never the one named.
+            raise ConfigurationError(
+                f"path {path!r} contains '$NAME' or '${{NAME}}', which the sandbox's daemon "
+                "expands in file paths; it cannot be addressed literally through the file API "
+                "(use a command with an argv instead)."
+            )
         if path.startswith("/"):
             return path
         assert self._ready is not None
@@ -1280,6 +1295,7 @@ class AsyncSandboxSession:
 
 
 _TRAILING_WINDOW = 0.05
+_EXPANDED_IN_PATHS = re.compile(r"\$\{?[A-Za-z_]")
 
 
 async def _read_events(
