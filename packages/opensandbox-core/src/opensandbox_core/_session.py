@@ -1198,8 +1198,13 @@ class AsyncSandboxSession:
             raise new_path_error(IsADirectoryError, errno.EISDIR, target)
         info = await self._lstat(clients, execd, target)
         if info is not None and _kind(info.get("type")) == "symlink":
+            link = target
             target = await self.realpath(target)
             info = await self._lstat(clients, execd, target)
+            if info is not None and _kind(info.get("type")) == "symlink":
+                # A symlink loop: `realpath -m` gives up on it. Replacing the link with a file
+                # would not be a write "through" it; fail like open(2) does.
+                raise new_path_error(OSError, errno.ELOOP, link)
         owner = group = None
         exists = info is not None
         if info is not None:
