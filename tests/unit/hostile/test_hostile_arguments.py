@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import posixpath
+import re
 import shlex
 import subprocess
 import warnings
@@ -54,6 +55,10 @@ NASTY = st.sampled_from(
         "*",
         "~",
         "$HOME",
+        "${HOME}",
+        "/tmp/$PATH/x",
+        "$(id)",
+        "$1",
     ]
 )
 STRINGS = st.one_of(ANY_TEXT, NASTY)
@@ -75,6 +80,14 @@ def _session() -> AsyncSandboxSession:
 
 
 SESSION = _session()
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @given(command=STRINGS)
@@ -136,8 +149,15 @@ def test_path_resolves_to_what_it_names_or_is_refused(path: str) -> None:
     try:
         resolved = SESSION._resolve(path)
     except ConfigurationError:
-        assert not path or "\0" in path
+        assert (
+            not path
+            or "\0" in path
+            or not _utf8(path)
+            or re.search(r"\$\{?[A-Za-z_]", path) is not None
+        )
         return
+    assert _utf8(resolved)
+    assert re.search(r"\$\{?[A-Za-z_]", resolved) is None  # nothing execd would expand
     assert resolved.startswith("/")
     assert "\0" not in resolved
     if path.startswith("/"):

@@ -1,0 +1,134 @@
+"""The daemon inside the sandbox dies mid-command; callers cancel or interrupt a command."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from opensandbox_core import (
+    AsyncSandboxSession,
+    CommandTimeoutError,
+    SandboxSession,
+    SandboxSpec,
+    SandboxUnavailableError,
+    ServerError,
+)
+
+KILL_EXECD = "(sleep 1; pkill -9 -f /opt/opensandbox/execd) >/dev/null 2>&1 & sleep 30; echo never"
+
+
+async def test_execd_dies_mid_command_core(sandbox_image: str) -> None:
+    session = AsyncSandboxSession(SandboxSpec(image=sandbox_image))
+    try:
+        sid = await session.start()
+        started = time.monotonic()
+        with pytest.raises((SandboxUnavailableError, ServerError)) as info:
+            async with asyncio.timeout(60):
+                await session.run(KILL_EXECD, timeout=20)
+        assert not isinstance(info.value, CommandTimeoutError)
+        assert time.monotonic() - started < 20 + 12  # within the command's timeout and grace
+        assert sid in str(info.value)
+        # The daemon is gone for good: every later call says so, naming the sandbox.
+        with pytest.raises(SandboxUnavailableError, match=sid):
+            await session.run("true", timeout=10)
+        assert await session.sandbox_gone()
+    finally:
+        await session.destroy()
+
+
+async def test_execd_dies_mid_command_pydantic_ai(sandbox_image: str) -> None:
+    from pydantic_ai.workspaces import WorkspaceUnavailableError
+
+    from pydantic_ai_opensandbox import OpenSandboxBackend
+
+    backend = OpenSandboxBackend(image=sandbox_image)
+    try:
+        await backend.run(["true"])
+        started = time.monotonic()
+        with pytest.raises(WorkspaceUnavailableError):
+            async with asyncio.timeout(60):
+                await backend.run(KILL_EXECD, shell=True, timeout=20)  # noqa: S604
+        assert time.monotonic() - started < 32
+    finally:
+        await backend.aclose()
+        await backend.session.destroy()
+
+
+async def test_execd_dies_mid_command_deepagents(sandbox_image: str) -> None:
+    from deepagents_opensandbox_backend import OpenSandboxBackend
+
+    backend = await OpenSandboxBackend.acreate(image=sandbox_image)
+    try:
+        started = time.monotonic()
+        with pytest.raises((SandboxUnavailableError, ServerError)):
+            async with asyncio.timeout(60):
+                await backend.aexecute(KILL_EXECD, timeout=20)
+        assert time.monotonic() - started < 32
+    finally:
+        await backend.akill()
+
+
+async def _pid_alive(session: AsyncSandboxSession, pid: str) -> bool:
+    return (await session.run(["sh", "-c", f"kill -0 {pid}"], timeout=10)).exit_code == 0
+
+
+async def _wait_pid(session: AsyncSandboxSession, marker: str) -> str:
+    for _ in range(100):
+        result = await session.run(["cat", marker], timeout=10)
+        if result.exit_code == 0 and result.stdout.strip():
+            return result.stdout.strip()
+        await asyncio.sleep(0.1)
+    raise AssertionError("the command never wrote its pid")
+
+
+async def test_cancelled_task_stops_the_remote_process(sandbox_image: str) -> None:
+    async with AsyncSandboxSession(SandboxSpec(image=sandbox_image)) as session:
+        task = asyncio.create_task(session.run("echo $$ > /tmp/cancel.pid; exec sleep 300"))
+        pid = await _wait_pid(session, "/tmp/cancel.pid")
+        assert await _pid_alive(session, pid)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(50):
+            if not await _pid_alive(session, pid):
+                break
+            await asyncio.sleep(0.1)
+        assert not await _pid_alive(session, pid), "the cancelled command still runs"
+
+
+def test_keyboard_interrupt_in_blocking_run_stops_the_remote_process(sandbox_image: str) -> None:
+    assert threading.current_thread() is threading.main_thread()
+    with SandboxSession(SandboxSpec(image=sandbox_image)) as sandbox:
+        sandbox.start()
+        main = threading.main_thread().ident
+        assert main is not None
+
+        def interrupt_when_started() -> None:
+            for _ in range(200):
+                if sandbox.run(["cat", "/tmp/kbd.pid"], timeout=10).stdout.strip():
+                    break
+                time.sleep(0.1)
+            time.sleep(0.5)
+            signal.pthread_kill(main, signal.SIGINT)
+
+        helper = threading.Thread(target=interrupt_when_started)
+        helper.start()
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            sandbox.run("echo $$ > /tmp/kbd.pid; exec sleep 300")
+        helper.join()
+        assert time.monotonic() - started < 60
+        pid = sandbox.run(["cat", "/tmp/kbd.pid"], timeout=10).stdout.strip()
+        alive = True
+        for _ in range(50):
+            alive = sandbox.run(["sh", "-c", f"kill -0 {pid}"], timeout=10).exit_code == 0
+            if not alive:
+                break
+            time.sleep(0.1)
+        assert not alive, "the interrupted command still runs"
+    assert os.getpid()  # the process survived its own KeyboardInterrupt
