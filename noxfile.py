@@ -76,6 +76,18 @@ def integration(session: nox.Session) -> None:
             _testbed(session, "stop")
 
 
+@nox.session(python=PYTHON, default=False)
+def slow(session: nox.Session) -> None:
+    """Slow live tests (load, soak) against the testbed: `pytest tests/live -m slow`."""
+    _install_all(session)
+    started = _ensure_testbed(session)
+    try:
+        session.run("pytest", "tests/live", "-m", "slow", *session.posargs, env=_testbed_env())
+    finally:
+        if started and not os.environ.get("OSB_KEEP_TESTBED"):
+            _testbed(session, "stop")
+
+
 def _ensure_testbed(session: nox.Session) -> bool:
     """Start the testbed unless it runs already; return whether this call started it."""
     status = session.run(
