@@ -1024,9 +1024,12 @@ class AsyncSandboxSession:
                 # The path is a symlink: list what it points to, under the name asked for.
                 real = await self.realpath(target)
                 if real == target:
-                    # A symlink that resolves to itself: a loop. Like os.listdir, fail with ELOOP
-                    # (not a server error, which callers would retry).
-                    raise new_path_error(OSError, errno.ELOOP, target) from None
+                    info = await self._lstat(clients, execd, target)
+                    if info is not None and _kind(info.get("type")) == "symlink":
+                        # A symlink that resolves to itself: a loop. Like os.listdir, fail with
+                        # ELOOP (not a server error, which callers would retry).
+                        raise new_path_error(OSError, errno.ELOOP, target) from None
+                    await self._fail(clients, exc, "list a directory", execd=execd, path=target)
                 resolved = await self.list_dir(real)
                 return [
                     FileInfo(
