@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import math
 import os
+import secrets
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,33 @@ def _load_env() -> None:
         for key, value in read_env_file(ENV_FILE).items():
             os.environ.setdefault(key, value)
     os.environ.setdefault("OPENSANDBOX_DISABLE_METRICS", "1")
+
+
+BENCH_EXECD_TAG = "opensandbox-agents/testbed-execd:bench"
+
+
+@contextlib.contextmanager
+def _current_daemon() -> Iterator[None]:
+    """An extra server (the shared one is left alone) whose sandboxes run the testbed daemon as
+    it is in the work tree, built under a tag of the bench's own."""
+    from testbed import _images
+    from testbed._extra import extra_server
+    from testbed._paths import HOST_VOLUMES
+
+    daemon, bootstrap = _images._execd_sources()
+    _images._layer(
+        _images.SANDBOX_TAG,
+        BENCH_EXECD_TAG,
+        {"/execd": (daemon.read_bytes(), 0o755), "/bootstrap.sh": (bootstrap.read_bytes(), 0o755)},
+        ['CMD ["tail", "-f", "/dev/null"]'],
+    )
+    os.environ["OSB_TESTBED_EXECD_IMAGE"] = BENCH_EXECD_TAG
+    key = secrets.token_urlsafe(24)
+    with extra_server(api_key=key, allowed_host_paths=[str(HOST_VOLUMES)]) as server:
+        os.environ["OPEN_SANDBOX_DOMAIN"] = server.domain
+        os.environ["OPEN_SANDBOX_API_KEY"] = key
+        os.environ["OSB_TESTBED_SERVER_PID"] = str(server.pid)
+        yield
 
 
 def _clean(value: Any) -> Any:
@@ -78,17 +108,26 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (about 3 minutes)")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results")
+    parser.add_argument(
+        "--current-daemon",
+        action="store_true",
+        help="run against an extra server whose sandboxes get the testbed daemon of the work tree "
+        "(the shared testbed keeps the image it was started with); writes latest-current-daemon.*",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("opensandbox").setLevel(logging.CRITICAL)  # the SDK logs every retry
     _load_env()
-    results = _clean(asyncio.run(_run(args)))
+    with _current_daemon() if args.current_daemon else contextlib.nullcontext():
+        results = _clean(asyncio.run(_run(args)))
+    results["server"] = "extra server, work-tree daemon" if args.current_daemon else "testbed"
+    name = "latest-current-daemon" if args.current_daemon else "latest"
     args.out.mkdir(parents=True, exist_ok=True)
     text = markdown(results)
-    (args.out / "latest.md").write_text(text)
-    (args.out / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
+    (args.out / f"{name}.md").write_text(text)
+    (args.out / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
     print(text)
-    print(f"[bench] wrote {args.out / 'latest.md'} and latest.json", file=sys.stderr)
+    print(f"[bench] wrote {args.out / name}.md and .json", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -129,7 +129,8 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
 def markdown(results: dict[str, Any]) -> str:
     m = results["machine"]
     lines = [
-        f"## Benchmark results ({'quick' if results['quick'] else 'full'} run, {m['date']})",
+        f"## Benchmark results ({'quick' if results['quick'] else 'full'} run, {m['date']}, "
+        f"{results.get('server', 'testbed')})",
         "",
         f"- Machine: {m['cpu_model']}, {m['cores']} cores, {m['memory_gib']} GiB RAM, "
         f"kernel {m['kernel']}, load average at start {', '.join(f'{x:.2f}' for x in m['load_average_at_start'])}",
