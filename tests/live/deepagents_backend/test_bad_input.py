@@ -81,12 +81,6 @@ def test_newline_in_a_name(backend: OpenSandboxBackend) -> None:
     assert backend.execute(f"cat {shlex.quote(path)}").output == "text"
 
 
-@pytest.mark.xfail(
-    run=False,
-    reason="testbed execd bug: it writes the raw newline into the Content-Disposition header "
-    "of /files/download (Go's net/http in the real execd turns it into a space), so the "
-    "response is malformed and the request times out after 30 s",
-)
 def test_newline_in_a_name_download(backend: OpenSandboxBackend) -> None:
     path = f"{ROOT}/names/new\nline2.txt"
     backend.upload_files([(path, b"x")])

@@ -195,11 +195,6 @@ async def test_deepagents_file_methods_on_nasty_paths(sandbox_image: str) -> Non
         await backend.akill()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="the testbed's execd proxy route cuts a Content-Disposition header at a newline in "
-    "the file name and never ends the chunked body: the download ends at the request timeout",
-)
 async def test_core_newline_in_file_name(sandbox_image: str) -> None:
     from opensandbox_core import Connection
 

@@ -37,14 +37,27 @@ echo "starting execd at $EXECD (log: $EXECD_LOG)"
 if command -v bash >/dev/null 2>&1; then SHELL_BIN="bash"; else SHELL_BIN="sh"; fi
 SHELL_BIN="${BOOTSTRAP_SHELL:-$SHELL_BIN}"
 
+# Like upstream, stay as the container's first process instead of exec-ing the command: a shell
+# that waits reaps orphaned processes (no zombies pile up under PID 1) and passes TERM/INT on.
+supervise() {
+	"$@" &
+	child=$!
+	trap 'kill -TERM "$child" 2>/dev/null' TERM INT
+	while kill -0 "$child" 2>/dev/null; do
+		wait "$child"
+		status=$?
+	done
+	exit "${status:-0}"
+}
+
 if [ -n "${BOOTSTRAP_CMD:-}" ]; then
-	exec "$SHELL_BIN" -c "$BOOTSTRAP_CMD"
+	supervise "$SHELL_BIN" -c "$BOOTSTRAP_CMD"
 fi
 if [ $# -ge 1 ] && [ "$1" = "-c" ]; then
 	shift
-	exec "$SHELL_BIN" -c "$*"
+	supervise "$SHELL_BIN" -c "$*"
 fi
 if [ $# -eq 0 ]; then
-	exec tail -f /dev/null
+	supervise tail -f /dev/null
 fi
-exec "$@"
+supervise "$@"
