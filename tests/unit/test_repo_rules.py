@@ -66,3 +66,11 @@ def test_dependency_direction() -> None:
     assert "pydantic_ai_opensandbox" not in deep and "pydantic_ai" not in deep
     pyd = _imports(ROOT / "packages/pydantic-ai-opensandbox/src/pydantic_ai_opensandbox")
     assert "deepagents_opensandbox_backend" not in pyd and "deepagents" not in pyd
+
+
+def test_test_module_names_are_unique() -> None:
+    # pytest's default import mode imports test modules by basename: two with the same name in
+    # different folders break collection of the whole run.
+    names = [p.name for p in (ROOT / "tests").rglob("test_*.py") if ".nox" not in p.parts]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    assert not duplicates, duplicates
