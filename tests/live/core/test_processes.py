@@ -95,10 +95,8 @@ async def test_pool_hands_out_ready_owned_sandboxes(sandbox_image: str) -> None:
                 break
             await asyncio.sleep(0.1)
         assert pool.ready_count == 1
-        pooled_id = None
-        pooled_ids = {s.id for s in await list_sandboxes()}
-        pooled_id = next(iter(pooled_ids - {session.id}), None)
+        [pooled_id] = pool.ready_ids
+        assert pooled_id != session.id
     remaining = {s.id for s in await list_sandboxes()}
-    assert pooled_id is not None
     assert pooled_id not in remaining, "closing the pool must destroy its idle sandboxes"
     assert session.id not in remaining

@@ -57,6 +57,7 @@ class SandboxPool:
         self._options = dict(session_options or {})
         self._ready: asyncio.Queue[AsyncSandboxSession] = asyncio.Queue()
         self._filling: set[asyncio.Task[None]] = set()
+        self._waiting: list[AsyncSandboxSession] = []
         self._closed = False
         self.created = 0
         self.failures = 0
@@ -67,6 +68,11 @@ class SandboxPool:
     @property
     def ready_count(self) -> int:
         return self._ready.qsize()
+
+    @property
+    def ready_ids(self) -> list[str]:
+        """The ids of the sandboxes waiting in the pool."""
+        return [s.id for s in self._waiting if s.id]
 
     def _refill(self) -> None:
         missing = self._size - self._ready.qsize() - len(self._filling)
@@ -89,6 +95,7 @@ class SandboxPool:
             await session.destroy()
             return
         self.created += 1
+        self._waiting.append(session)
         await self._ready.put(session)
 
     async def start(self, *, wait: bool = True) -> None:
@@ -113,6 +120,7 @@ class SandboxPool:
                 except TimeoutError:
                     continue
                 break
+        self._waiting.remove(session)
         self._refill()
         return session
 
@@ -124,6 +132,7 @@ class SandboxPool:
         await asyncio.gather(*list(self._filling), return_exceptions=True)
         while not self._ready.empty():
             session = self._ready.get_nowait()
+            self._waiting.remove(session)
             with contextlib.suppress(Exception):
                 await session.destroy()
 
