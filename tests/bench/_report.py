@@ -212,6 +212,8 @@ def markdown(results: dict[str, Any]) -> str:
         for name, stats in create["stats"].items():
             lines.append(f"| {name} | {_cell(stats)} |")
         lines.append(f"| ratio core / SDK | {_x(create['ratio'])} |")
+        if "pool_ratio" in create:
+            lines.append(f"| ratio warm pool / core cold create | {_x(create['pool_ratio'])} |")
     sc = results.get("scale")
     if sc:
         lines += [
