@@ -174,3 +174,23 @@ async def test_lost_create_response_is_recovered_by_tag(
     finally:
         await session.destroy()
     assert await _owned(session) == []
+
+
+@pytest.mark.parametrize(
+    ("option", "needle"),
+    [({"allow_internet_access": False}, "egress"), ({"secure_access": True}, "secureAccess")],
+)
+async def test_options_the_docker_testbed_refuses_fail_cleanly(
+    sandbox_image: str, option: dict[str, bool], needle: str
+) -> None:
+    # The request carries the option (a deny-all networkPolicy / secureAccess); this server has no
+    # egress sidecar and runs Docker, so it refuses with a clear 400 and nothing is left behind.
+    from opensandbox_core import ServerError
+
+    session = AsyncSandboxSession(SandboxSpec(image=sandbox_image, **option))
+    with pytest.raises(ServerError) as info:
+        await session.run("true")
+    assert info.value.status_code == 400
+    assert needle in str(info.value)
+    assert session.id is None
+    assert await _owned(session) == []
