@@ -81,9 +81,7 @@ class BackgroundProcess:
             raise ConfigurationError("max_bytes must be a positive int.")
         clients, execd = await self._session._file_op()
         try:
-            text, next_cursor, truncated = await execd.command_logs_bounded(
-                self.id, cursor, max_bytes
-            )
+            text, next_cursor, truncated = await execd.command_logs(self.id, cursor, max_bytes)
         except Exception as exc:
             await self._session._fail(
                 clients, exc, "read a background process's output", execd=execd

@@ -151,19 +151,11 @@ class ExecdClient:
         data = response.json()
         return data if isinstance(data, dict) else {}
 
-    async def command_logs(self, execution_id: str, cursor: int | None) -> tuple[str, int | None]:
-        params = {"cursor": cursor} if cursor is not None else None
-        response = await self._client.get(
-            f"/command/{quote(execution_id, safe='')}/logs", params=params
-        )
-        await _raise_for(response)
-        raw = response.headers.get("EXECD-COMMANDS-TAIL-CURSOR")
-        return response.text, int(raw) if raw and raw.lstrip("-").isdigit() else None
-
-    async def command_logs_bounded(
+    async def command_logs(
         self, execution_id: str, cursor: int | None, max_bytes: int
     ) -> tuple[str, int | None, bool]:
-        """Like `command_logs`, reading at most `max_bytes` of the body (the rest is skipped)."""
+        """A background command's output after `cursor`, at most `max_bytes` of it (the rest is
+        skipped), with the next cursor and whether anything was skipped."""
         params = {"cursor": cursor} if cursor is not None else None
         kept = bytearray()
         truncated = False
