@@ -20,6 +20,16 @@ from opensandbox_core._doctor import (
 )
 
 KEY = "secret-key-9f8e7d6c5b4a"
+
+
+@pytest.fixture(autouse=True)
+def _no_server_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A testbed's settings in the environment (e.g. when the live tests ran first in the same
+    # process) must not change what these fake-server tests see.
+    monkeypatch.delenv("OPEN_SANDBOX_API_KEY", raising=False)
+    monkeypatch.delenv("OPEN_SANDBOX_DOMAIN", raising=False)
+
+
 EMPTY_LIST = {
     "items": [],
     "pagination": {"page": 1, "pageSize": 100, "totalItems": 0, "totalPages": 0,

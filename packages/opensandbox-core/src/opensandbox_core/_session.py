@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import contextvars
 import errno
 import inspect
 import io
@@ -848,7 +847,9 @@ class AsyncSandboxSession:
                     state["error"] = f"{error.get('ename')}: {error.get('evalue')}"[:300]
             return None
 
-        quiet = _QUIET_SUCCESS.get()
+        # Older execd (legacy framing) may send output after the completion event, so its
+        # stream is read a little longer; a modern one has sent everything by then.
+        window = 0.0 if framing is Framing.MODERN else _TRAILING_WINDOW
 
         async def consume() -> None:
             await _read_events(
@@ -856,7 +857,7 @@ class AsyncSandboxSession:
                 body,
                 handle,
                 done=lambda: state["exit"] is not None or bool(state["error"]),
-                window=lambda: 0.0 if quiet and state["exit"] == 0 else _TRAILING_WINDOW,
+                window=window,
             )
 
         try:
@@ -1274,13 +1275,8 @@ class AsyncSandboxSession:
             raise
 
     async def _replace(self, temp: str, target: str) -> CommandResult:
-        """`mv -f temp target` (atomic). Its output matters only when it fails, so a success is
-        not followed by the trailing read window (50 ms of a ~70 ms command)."""
-        token = _QUIET_SUCCESS.set(True)
-        try:
-            return await self.run(["mv", "-f", "--", temp, target], timeout=120)
-        finally:
-            _QUIET_SUCCESS.reset(token)
+        """`mv -f temp target`: an atomic replace (execd's own move refuses an existing target)."""
+        return await self.run(["mv", "-f", "--", temp, target], timeout=120)
 
     async def _discard(self, execd: ExecdClient, temp: str) -> None:
         with contextlib.suppress(Exception):
@@ -1321,10 +1317,6 @@ class AsyncSandboxSession:
 
 
 _TRAILING_WINDOW = 0.05
-# Set by internal commands whose output is only read when they fail (see `_replace`).
-_QUIET_SUCCESS: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "opensandbox_core_quiet_success", default=False
-)
 _EXPANDED_IN_PATHS = re.compile(r"\$\{?[A-Za-z_]")
 
 
@@ -1334,14 +1326,14 @@ async def _read_events(
     handle: Callable[[Mapping[str, Any]], Awaitable[None] | None],
     *,
     done: Callable[[], bool],
-    window: Callable[[], float] | None = None,
+    window: float = _TRAILING_WINDOW,
 ) -> None:
     """Feed a command's events to `handle` until the stream ends.
 
     execd keeps the stream open for a grace period (1 s by default) after the final event, and
     older versions may still send output right after it; so once the command has finished, the
-    stream is read only while events keep coming within a short window (`window()` seconds,
-    `_TRAILING_WINDOW` by default; 0 closes it at once), then closed.
+    stream is read only while events keep coming within `window` seconds (0 closes it at once),
+    then closed.
     """
     events = execd.run_events(body)
     try:
@@ -1349,11 +1341,10 @@ async def _read_events(
             if not done():
                 event = await anext(events, None)
             else:
-                limit = _TRAILING_WINDOW if window is None else window()
-                if limit <= 0:
+                if window <= 0:
                     return
                 try:
-                    async with asyncio.timeout(limit):
+                    async with asyncio.timeout(window):
                         event = await anext(events, None)
                 except TimeoutError:
                     return
