@@ -67,22 +67,23 @@ def tests(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def integration(session: nox.Session) -> None:
     """Live tests against the testbed (starts it when needed, stops it if it started it)."""
-    _install_all(session)
-    started = _ensure_testbed(session)
-    try:
-        session.run("pytest", "tests/live", "-m", "not slow", *session.posargs, env=_testbed_env())
-    finally:
-        if started and not os.environ.get("OSB_KEEP_TESTBED"):
-            _testbed(session, "stop")
+    _with_testbed(session, "pytest", "tests/live", "-m", "not slow", *session.posargs)
 
 
 @nox.session(python=PYTHON, default=False)
 def slow(session: nox.Session) -> None:
     """Slow live tests (load, soak) against the testbed: `pytest tests/live -m slow`."""
+    _with_testbed(session, "pytest", "tests/live", "-m", "slow", *session.posargs)
+
+
+def _with_testbed(session: nox.Session, *args: str, tests_on_path: bool = False) -> None:
+    """Install everything, run `args` against the testbed (started when it is not running), and
+    stop the testbed afterwards if this call started it (unless OSB_KEEP_TESTBED is set)."""
     _install_all(session)
     started = _ensure_testbed(session)
     try:
-        session.run("pytest", "tests/live", "-m", "slow", *session.posargs, env=_testbed_env())
+        extra = {"PYTHONPATH": str(ROOT / "tests")} if tests_on_path else {}
+        session.run(*args, env={**_testbed_env(), **extra})
     finally:
         if started and not os.environ.get("OSB_KEEP_TESTBED"):
             _testbed(session, "stop")
@@ -116,33 +117,10 @@ def testbed(session: nox.Session) -> None:
 @nox.session(python=PYTHON, default=False)
 def demo(session: nox.Session) -> None:
     """The main job: bring up a local server and run a sandboxed pipeline (no API key needed)."""
-    _install_all(session)
-    started = _ensure_testbed(session)
-    try:
-        session.run(
-            "python",
-            "-m",
-            "testbed.demo",
-            env={**_testbed_env(), "PYTHONPATH": str(ROOT / "tests")},
-        )
-    finally:
-        if started and not os.environ.get("OSB_KEEP_TESTBED"):
-            _testbed(session, "stop")
+    _with_testbed(session, "python", "-m", "testbed.demo", tests_on_path=True)
 
 
 @nox.session(python=PYTHON, default=False)
 def bench(session: nox.Session) -> None:
     """Benchmark against the testbed; writes bench-results/latest.{md,json} (`-- --quick`)."""
-    _install_all(session)
-    started = _ensure_testbed(session)
-    try:
-        session.run(
-            "python",
-            "-m",
-            "bench",
-            *session.posargs,
-            env={**_testbed_env(), "PYTHONPATH": str(ROOT / "tests")},
-        )
-    finally:
-        if started and not os.environ.get("OSB_KEEP_TESTBED"):
-            _testbed(session, "stop")
+    _with_testbed(session, "python", "-m", "bench", *session.posargs, tests_on_path=True)
