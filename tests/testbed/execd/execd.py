@@ -30,10 +30,10 @@ What it reproduces
     Scanner). stdout and stderr are tailed independently, so their interleaving is lost.
   - ``ancient`` (before PR #902): the same, but blank lines are dropped.
   - ``modern`` (default): each event's text is exactly the bytes read since the previous poll
-    (10 ms poll), line endings included, boundaries anywhere -- also inside a line and inside a
-    multi-byte UTF-8 character. A Go daemon holds such a chunk in a ``string`` and
-    ``encoding/json`` turns every byte of an incomplete/invalid sequence into U+FFFD, so that is
-    what goes on the wire here too. (The modern execd source was not in the mirror available on
+    (10 ms poll), line endings included, boundaries anywhere -- also inside a line; a read that
+    stops inside a multi-byte UTF-8 character keeps that character's first bytes for the next
+    event (JSON text cannot carry half a character), while bytes that are not UTF-8 at all
+    become U+FFFD per byte, as Go's ``encoding/json`` does. (The modern execd source was not in the mirror available on
     2026-11-29; this framing follows the project's facts note and the SDK's ``argv`` docs.)
 * Background commands (combined output file, ``/command/status/{id}``, ``/command/{id}/logs``
   where ``cursor`` is a *byte* offset and ``EXECD-COMMANDS-TAIL-CURSOR`` the new offset),
@@ -371,6 +371,28 @@ class LineSplitter:
         return []
 
 
+def _complete_prefix(data: bytes) -> int:
+    """Length of `data` without an incomplete UTF-8 sequence at its end (kept for the next read).
+
+    A read may stop inside a multi-byte character; JSON text cannot carry half a character, so
+    the bytes read so far of that character wait for the rest instead of becoming U+FFFD.
+    """
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:  # the lead byte of the last character (or ASCII)
+            need = (
+                2
+                if byte >> 5 == 0b110
+                else 3
+                if byte >> 4 == 0b1110
+                else 4
+                if byte >> 3 == 0b11110
+                else 1
+            )
+            return len(data) - back if back < need else len(data)
+    return len(data)
+
+
 class Tailer:
     """Follow one output file and turn new bytes into event texts per the framing mode."""
 
@@ -379,6 +401,7 @@ class Tailer:
         self.kind = kind
         self.pos = 0
         self.splitter = None if FRAMING == "modern" else LineSplitter(FRAMING == "legacy")
+        self.pending = b""  # modern: the start of a character whose other bytes are not read yet
 
     def poll(self, final: bool) -> list[str]:
         try:
@@ -389,6 +412,9 @@ class Tailer:
             data = b""
         self.pos += len(data)
         if self.splitter is None:
+            data = self.pending + data
+            cut = len(data) if final else _complete_prefix(data)
+            data, self.pending = data[:cut], data[cut:]
             return [go_decode(data)] if data else []
         if len(data) > 1 << 20:
             # fast path for very long lines: avoid the per-byte loop when there is no terminator
