@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
 import time
 from collections.abc import Iterator
 
-import httpx
 import pytest
 
 from opensandbox_core import (
@@ -22,6 +19,7 @@ from opensandbox_core import (
     list_sandboxes,
     remove_sandboxes,
 )
+from testbed.fault_tools import WithholdingProxy, run_asgi
 
 
 async def _owned(session: AsyncSandboxSession) -> list[str]:
@@ -103,62 +101,12 @@ async def test_remove_sandboxes_by_age(sandbox_image: str) -> None:
 # -- lost create: a loopback proxy that withholds the answer to POST /v1/sandboxes ----------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def dropping_proxy(testbed_env: dict[str, str]) -> Iterator[str]:
     """A proxy in front of the server that forwards a create but never returns its answer."""
-    import uvicorn
-
-    upstream = f"http://{testbed_env['OPEN_SANDBOX_DOMAIN']}"
-
-    async def app(scope: dict, receive, send) -> None:  # type: ignore[no-untyped-def]
-        if scope["type"] != "http":
-            return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        headers = [(k.decode(), v.decode()) for k, v in scope["headers"] if k.lower() != b"host"]
-        url = (
-            upstream
-            + scope["path"]
-            + ("?" + scope["query_string"].decode() if scope["query_string"] else "")
-        )
-        async with httpx.AsyncClient(timeout=60) as client:
-            response = await client.request(scope["method"], url, headers=headers, content=body)
-        if scope["method"] == "POST" and scope["path"].rstrip("/") == "/v1/sandboxes":
-            await asyncio.sleep(30)  # the sandbox now exists, but the client never hears of it
-        await send(
-            {
-                "type": "http.response.start",
-                "status": response.status_code,
-                "headers": [
-                    (k.encode(), v.encode())
-                    for k, v in response.headers.items()
-                    if k.lower() not in ("content-length", "transfer-encoding", "content-encoding")
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": response.content})
-
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(100):
-        if server.started:
-            break
-        time.sleep(0.05)
-    yield f"127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=40)
+    proxy = WithholdingProxy(testbed_env["OPEN_SANDBOX_DOMAIN"], every=1, hold=30)
+    with run_asgi(proxy.app) as address:
+        yield address
 
 
 async def test_lost_create_response_is_recovered_by_tag(

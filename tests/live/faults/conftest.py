@@ -1,4 +1,4 @@
-"""Fixtures for fault tests (the tools are in `fault_tools`). The testbed's shared server is never
+"""Fixtures for fault tests (the tools are in `testbed.fault_tools`). The testbed's shared server is never
 stopped: tests that restart a server use their own (`restartable_server`)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fault_tools import RestartableServer, StallingProxy
 
 from testbed._extra import extra_server
+from testbed.fault_tools import RestartableServer, StallingProxy
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ import resource
 import time
 
 import pytest
-from fault_tools import WithholdingProxy, run_asgi
 
 from opensandbox_core import OWNER_KEY, AsyncSandboxSession, Connection, SandboxSpec, list_sandboxes
+from testbed.fault_tools import WithholdingProxy, run_asgi
 
 pytestmark = pytest.mark.slow
 

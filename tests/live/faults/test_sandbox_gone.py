@@ -9,7 +9,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from fault_tools import expire_soon, wait_gone
 
 from opensandbox_core import (
     OWNER_KEY,
@@ -19,6 +18,7 @@ from opensandbox_core import (
     destroy_sandbox,
     list_sandboxes,
 )
+from testbed.fault_tools import expire_soon, wait_gone
 
 GONE_HOW = ["deleted", "expired"]
 

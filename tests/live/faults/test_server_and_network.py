@@ -6,7 +6,6 @@ import asyncio
 import time
 
 import pytest
-from fault_tools import RestartableServer, StallingProxy
 
 from opensandbox_core import (
     AsyncSandboxSession,
@@ -16,6 +15,7 @@ from opensandbox_core import (
     SandboxUnavailableError,
     ServerError,
 )
+from testbed.fault_tools import RestartableServer, StallingProxy
 
 
 @pytest.mark.parametrize("use_server_proxy", [True, False], ids=["server-proxy", "direct"])

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import errno
 import inspect
 import io
@@ -1040,18 +1041,7 @@ class AsyncSandboxSession:
                     await self._fail(clients, exc, "list a directory", execd=execd, path=target)
                 resolved = await self.list_dir(real)
                 return [
-                    FileInfo(
-                        path=posixpath.join(target, e.name),
-                        kind=e.kind,
-                        size=e.size,
-                        mode=e.mode,
-                        modified_at=e.modified_at,
-                        owner=e.owner,
-                        group=e.group,
-                        is_dir=e.is_dir,
-                        is_file=e.is_file,
-                    )
-                    for e in resolved
+                    dataclasses.replace(e, path=posixpath.join(target, e.name)) for e in resolved
                 ]
             if exc.from_execd and exc.status == 404 and not exc.code:
                 raise ServerError(
