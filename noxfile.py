@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import nox
+import nox.command
 
 ROOT = Path(__file__).parent
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
@@ -64,32 +65,73 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", "tests/unit", *session.posargs)
 
 
+# The execd generations the testbed daemon can behave like; the live suite runs on each in turn.
+PROFILES = ("1.0.19", "1.0.18", "1.1")
+
+
+def _split_profiles(posargs: list[str], default: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """`--profile P` (repeatable, or `--profile P,Q`) out of the posargs, else env
+    OSB_EXECD_PROFILE, else `default`; the rest of the posargs is passed on."""
+    profiles: list[str] = []
+    rest: list[str] = []
+    args = iter(posargs)
+    for arg in args:
+        if arg == "--profile":
+            profiles += next(args, "").split(",")
+        elif arg.startswith("--profile="):
+            profiles += arg.split("=", 1)[1].split(",")
+        else:
+            rest.append(arg)
+    unknown = [p for p in profiles if p not in PROFILES]
+    if unknown:
+        raise ValueError(f"unknown execd profile(s) {unknown}: choose from {', '.join(PROFILES)}")
+    if not profiles and os.environ.get("OSB_EXECD_PROFILE"):
+        return _split_profiles(["--profile", os.environ["OSB_EXECD_PROFILE"], *rest], default)
+    return profiles or list(default), rest
+
+
 @nox.session(python=PYTHON)
 def integration(session: nox.Session) -> None:
-    """Live tests against the testbed (starts it when needed, stops it if it started it)."""
-    _with_testbed(session, "pytest", "tests/live", "-m", "not slow", *session.posargs)
+    """Live tests on every execd profile in turn (`-- --profile 1.0.18` for one; rest to pytest)."""
+    profiles, rest = _split_profiles(session.posargs, PROFILES)
+    _with_testbed(session, profiles, "pytest", "tests/live", "-m", "not slow", *rest)
 
 
 @nox.session(python=PYTHON, default=False)
 def slow(session: nox.Session) -> None:
     """Slow live tests (load, soak) against the testbed: `pytest tests/live -m slow`."""
-    _with_testbed(session, "pytest", "tests/live", "-m", "slow", *session.posargs)
+    profiles, rest = _split_profiles(session.posargs, PROFILES[:1])
+    _with_testbed(session, profiles, "pytest", "tests/live", "-m", "slow", *rest)
 
 
-def _with_testbed(session: nox.Session, *args: str, tests_on_path: bool = False) -> None:
-    """Install everything, run `args` against the testbed (started when it is not running), and
-    stop the testbed afterwards if this call started it (unless OSB_KEEP_TESTBED is set)."""
+def _with_testbed(
+    session: nox.Session, profiles: list[str], *args: str, tests_on_path: bool = False
+) -> None:
+    """Install everything, run `args` against the testbed (started when it is not running) once
+    per execd profile, and stop the testbed afterwards if this call started it (unless
+    OSB_KEEP_TESTBED is set). Every profile runs even when an earlier one failed."""
     _install_all(session)
-    started = _ensure_testbed(session)
+    started = _ensure_testbed(session, profiles[0])
+    failed: list[str] = []
     try:
-        extra = {"PYTHONPATH": str(ROOT / "tests")} if tests_on_path else {}
-        session.run(*args, env={**_testbed_env(), **extra})
+        for profile in profiles:
+            _testbed(session, "start", "--profile", profile)
+            session.log(f"==== execd profile {profile}: {' '.join(args)}")
+            extra = {"PYTHONPATH": str(ROOT / "tests")} if tests_on_path else {}
+            try:
+                session.run(*args, env={**_testbed_env(), **extra})
+            except nox.command.CommandFailed:
+                failed.append(profile)
     finally:
         if started and not os.environ.get("OSB_KEEP_TESTBED"):
             _testbed(session, "stop")
+    if failed:
+        session.error(f"failed on execd profile(s) {', '.join(failed)}")
+    if len(profiles) > 1:
+        session.log(f"passed on every execd profile: {', '.join(profiles)}")
 
 
-def _ensure_testbed(session: nox.Session) -> bool:
+def _ensure_testbed(session: nox.Session, profile: str) -> bool:
     """Start the testbed unless it runs already; return whether this call started it."""
     status = session.run(
         "python",
@@ -103,7 +145,7 @@ def _ensure_testbed(session: nox.Session) -> bool:
     )
     if status is not None and "running" in str(status):
         return False
-    _testbed(session, "start")
+    _testbed(session, "start", "--profile", profile)
     return True
 
 
@@ -117,10 +159,12 @@ def testbed(session: nox.Session) -> None:
 @nox.session(python=PYTHON, default=False)
 def demo(session: nox.Session) -> None:
     """The main job: bring up a local server and run a sandboxed pipeline (no API key needed)."""
-    _with_testbed(session, "python", "-m", "testbed.demo", tests_on_path=True)
+    profiles, rest = _split_profiles(session.posargs, PROFILES[:1])
+    _with_testbed(session, profiles, "python", "-m", "testbed.demo", *rest, tests_on_path=True)
 
 
 @nox.session(python=PYTHON, default=False)
 def bench(session: nox.Session) -> None:
     """Benchmark against the testbed; writes bench-results/latest.{md,json} (`-- --quick`)."""
-    _with_testbed(session, "python", "-m", "bench", *session.posargs, tests_on_path=True)
+    profiles, rest = _split_profiles(session.posargs, PROFILES[:1])
+    _with_testbed(session, profiles, "python", "-m", "bench", *rest, tests_on_path=True)

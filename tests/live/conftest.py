@@ -50,10 +50,32 @@ def _check_server(env: dict[str, str]) -> None:
         ) from exc
 
 
+def execd_profile() -> str:
+    """The execd generation profile that this run's sandboxes get (env, else `.testbed/env`)."""
+    return (
+        os.environ.get("OSB_EXECD_PROFILE")
+        or read_env_file(ENV_FILE).get("OSB_EXECD_PROFILE")
+        or "1.0.19"
+    )
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"execd profile: {execd_profile()} (OSB_EXECD_PROFILE)"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    profile = execd_profile()
     for item in items:
         if str(item.path).startswith(_HERE + os.sep):
             item.add_marker(pytest.mark.live)
+        marker = item.get_closest_marker("execd_profiles")
+        if marker is not None and profile not in marker.args:
+            item.add_marker(
+                pytest.mark.skip(
+                    reason=f"applies to execd profile(s) {', '.join(marker.args)} only; "
+                    f"this run's profile is {profile}"
+                )
+            )
 
 
 @pytest.fixture(scope="session")

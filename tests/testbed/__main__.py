@@ -1,7 +1,11 @@
-"""`python -m testbed start|stop|restart|status [--quiet]` (run with PYTHONPATH=tests).
+"""`python -m testbed start|stop|restart|status|run [--profile P] [--quiet]` (PYTHONPATH=tests).
 
-`restart` picks up changed image inputs (e.g. tests/testbed/execd/execd.py): a running server keeps
-the execd files it copied when it served its first sandbox.
+`--profile` (or env OSB_EXECD_PROFILE) chooses the execd generation that the testbed daemon
+behaves like in every sandbox: 1.0.19 (default), 1.0.18 or 1.1. `start` with another profile than
+the running one restarts the server. `restart` picks up changed image inputs (e.g.
+tests/testbed/execd/execd.py): a running server keeps the execd files it copied when it served its
+first sandbox. `run --profile P -- COMMAND...` runs a command against an extra server of its own
+with the work tree's daemon in profile P, leaving the testbed's server alone.
 """
 
 from __future__ import annotations
@@ -14,20 +18,32 @@ from testbed._proc import TestbedError
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m testbed", description=__doc__)
-    parser.add_argument("command", choices=["start", "stop", "restart", "status"])
+    parser.add_argument("command", choices=["start", "stop", "restart", "status", "run"])
     parser.add_argument(
         "--quiet", action="store_true", help="status: print only running/stopped (exit 0/3)"
     )
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--profile", default=None, help="execd generation profile: 1.0.19 (default), 1.0.18, 1.1"
+    )
+    argv = sys.argv[1:] if argv is None else argv
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:split])
+    rest = argv[split + 1 :]
     from testbed import _control
 
+    if rest and args.command != "run":
+        parser.error(f"unexpected arguments: {' '.join(rest)}")
     try:
         if args.command == "start":
-            return _control.start()
+            return _control.start(args.profile)
         if args.command == "stop":
             return _control.stop()
         if args.command == "restart":
-            return _control.restart()
+            return _control.restart(args.profile)
+        if args.command == "run":
+            from testbed import _run
+
+            return _run.run(rest, args.profile)
         return _control.status(args.quiet)
     except TestbedError as exc:
         print(f"testbed {args.command} failed: {exc}", file=sys.stderr)

@@ -47,13 +47,25 @@ def is_running(state: dict[str, Any] | None = None) -> bool:
     return bool(_server.server_pid() and isinstance(port, int) and _server.healthy(port))
 
 
-def start() -> int:
+def start(profile: str | None = None) -> int:
+    """Start the testbed whose sandboxes run the execd `profile` (None: env, else the default).
+
+    A running testbed of another profile gets its server restarted with the new one (Docker and
+    the images stay as they are)."""
     t0 = time.monotonic()
     state = load_state()
+    wanted = _server.requested_profile(profile)
     if is_running(state) and ENV_FILE.is_file():
-        say(f"already running on 127.0.0.1:{state['port']} (settings in {ENV_FILE})")
-        _warn_if_stale(state)
-        return 0
+        current = state.get("profile", _server.PROFILES[0])
+        if current == wanted:
+            say(
+                f"already running on 127.0.0.1:{state['port']}, execd profile {current} "
+                f"(settings in {ENV_FILE})"
+            )
+            _warn_if_stale(state)
+            return 0
+        say(f"running with execd profile {current}: restarting the server for {wanted}")
+        _server.stop_server()
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     STATE_DIR.chmod(0o700)
     if _server.server_pid():
@@ -76,11 +88,21 @@ def start() -> int:
     port = _server.pick_port()
     api_key = secrets.token_urlsafe(32)
     _server.write_config(
-        port=port, api_key=api_key, execd_image=execd_image, instance=state["instance"]
+        port=port,
+        api_key=api_key,
+        execd_image=execd_image,
+        instance=state["instance"],
+        profile=wanted,
     )
     say(f"starting opensandbox-server on 127.0.0.1:{port} (config {SERVER_CONFIG})")
     pid = _server.start_server(port=port, api_key=api_key)
-    state.update(port=port, server_pid=pid, sandbox_image=sandbox_image, execd_image=execd_image)
+    state.update(
+        port=port,
+        server_pid=pid,
+        sandbox_image=sandbox_image,
+        execd_image=execd_image,
+        profile=wanted,
+    )
     save_state(state)
     _write_env(
         {
@@ -92,8 +114,10 @@ def start() -> int:
             "OSB_TESTBED_EXECD_IMAGE": execd_image,
             "OSB_TESTBED_INSTANCE": state["instance"],
             "OSB_TESTBED_SERVER_PID": str(pid),
+            _server.PROFILE_ENV: wanted,
         }
     )
+    say(f"execd profile: {wanted} (every sandbox gets {_server.PROFILE_ENV}={wanted})")
     say(f"testbed running after {time.monotonic() - t0:.1f}s; settings in {ENV_FILE}")
     return 0
 
@@ -108,9 +132,9 @@ def _warn_if_stale(state: dict[str, Any]) -> None:
             say("NOTE: the execd sources changed since this server started: `restart` to rebuild")
 
 
-def restart() -> int:
+def restart(profile: str | None = None) -> int:
     stop()
-    return start()
+    return start(profile)
 
 
 def our_sandbox_containers(instance: str) -> list[dict[str, Any]]:
@@ -208,6 +232,8 @@ def status(quiet: bool) -> int:
         boxes = our_sandbox_containers(str(state["instance"]))
         live = sum(1 for c in boxes if (c.get("State") or {}).get("Running"))
         print(f"sandbox containers: {len(boxes)} ({live} running)")
+    if running:
+        print(f"execd profile: {state.get('profile', _server.PROFILES[0])}")
     for key in ("sandbox_image", "execd_image"):
         if state.get(key):
             print(f"{key.replace('_', ' ')}: {state[key]}")

@@ -37,6 +37,7 @@ class ExtraServer:
     api_key: str | None
     instance: str
     directory: Path
+    profile: str
 
     @property
     def domain(self) -> str:
@@ -68,12 +69,17 @@ def extra_server(
     api_key: str | None,
     allowed_host_paths: list[str],
     port_range: tuple[int, int] = (41000, 41999),
+    profile: str | None = None,
+    execd_image: str | None = None,
 ) -> Iterator[ExtraServer]:
     """Run a second opensandbox-server for the duration of the block.
 
     `api_key=None` starts it without authentication (with `OPENSANDBOX_INSECURE_SERVER=YES`).
+    Its sandboxes run the execd `profile` (default: the testbed's own) from `execd_image`
+    (default: the testbed's image).
     On exit the server is stopped and every sandbox container it created is removed.
     """
+    chosen = _server.requested_profile(profile or read_env_file().get(_server.PROFILE_ENV))
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     directory = Path(tempfile.mkdtemp(prefix="extra-server-", dir=STATE_DIR))
     instance = "extra-" + secrets.token_hex(6)
@@ -82,12 +88,13 @@ def extra_server(
     _server.write_config(
         port=port,
         api_key=api_key,
-        execd_image=_execd_image(),
+        execd_image=execd_image or _execd_image(),
         instance=instance,
         config_path=config,
         store_path=directory / "opensandbox.db",
         allowed_host_paths=allowed_host_paths,
         port_range=port_range,
+        profile=chosen,
     )
     pid: int | None = None
     try:
@@ -100,7 +107,12 @@ def extra_server(
             extra_env={"OPENSANDBOX_INSECURE_SERVER": "YES"} if api_key is None else None,
         )
         yield ExtraServer(
-            port=port, pid=pid, api_key=api_key, instance=instance, directory=directory
+            port=port,
+            pid=pid,
+            api_key=api_key,
+            instance=instance,
+            directory=directory,
+            profile=chosen,
         )
     finally:
         if pid is not None:

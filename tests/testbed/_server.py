@@ -37,6 +37,22 @@ API_KEY_HEADER = "OPEN-SANDBOX-API-KEY"
 # Injected into every sandbox this server creates (`[docker] sandbox_env`): how `stop` tells the
 # testbed's sandbox containers from those of other OpenSandbox servers on the same engine.
 INSTANCE_ENV = "OSB_TESTBED_INSTANCE"
+# Also injected into every sandbox: which execd generation the testbed daemon behaves like.
+PROFILE_ENV = "OSB_EXECD_PROFILE"
+# The generations the live suite runs on, in `nox -s integration` order; the first is the default.
+# `1.0.16` (blank lines dropped) is modelled too, for the tests of the refusal only.
+PROFILES = ("1.0.19", "1.0.18", "1.1")
+MODELLED_ONLY = ("1.0.16",)
+
+
+def requested_profile(value: str | None = None) -> str:
+    """The profile asked for (argument, else env OSB_EXECD_PROFILE, else the default), checked."""
+    profile = (value or os.environ.get(PROFILE_ENV, "") or PROFILES[0]).strip()
+    if profile not in PROFILES + MODELLED_ONLY:
+        raise TestbedError(
+            f"unknown execd profile {profile!r}: choose one of {', '.join(PROFILES + MODELLED_ONLY)}"
+        )
+    return profile
 
 
 def server_executable() -> str:
@@ -87,6 +103,7 @@ def write_config(
     store_path: Path = STORE_PATH,
     allowed_host_paths: list[str] | None = None,
     port_range: tuple[int, int] = PORT_RANGE,
+    profile: str = PROFILES[0],
 ) -> None:
     """Write a server config. The defaults are the testbed's own server; other values serve
     extra servers that tests start (`api_key=None` leaves the key out: an insecure server)."""
@@ -112,7 +129,7 @@ network_mode = "bridge"
 publish_host = {_toml_str(HOST)}
 port_range_min = {port_range[0]}
 port_range_max = {port_range[1]}
-sandbox_env = {{ {INSTANCE_ENV} = {_toml_str(instance)} }}
+sandbox_env = {{ {INSTANCE_ENV} = {_toml_str(instance)}, {PROFILE_ENV} = {_toml_str(profile)} }}
 
 [proxy]
 resolve_internal = false
