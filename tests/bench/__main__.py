@@ -21,7 +21,15 @@ from bench._machine import machine_info
 from bench._report import markdown, targets
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTIONS = ("commands", "transfers", "memory", "create", "scale", "deepagents_tools")
+SECTIONS = (
+    "commands",
+    "transfers",
+    "memory",
+    "create",
+    "scale",
+    "deepagents_tools",
+    "generations",
+)
 
 
 def _load_env() -> None:

@@ -597,3 +597,73 @@ async def deepagents_tools(ctx: Context) -> dict[str, Any]:
         with contextlib.suppress(Exception):
             await ctx.core.remove(root)
     return {"files": files, "ops": {op: _stats(v) for op, v in ops.items()}}
+
+
+# -- 7. execd generations side by side -------------------------------------------------------------
+
+# The testbed daemon's generation profiles, chosen per sandbox through its env. The ratios are
+# to `1.1` (events that keep their line endings: no raw-file reads needed for exact output).
+GENERATIONS = ("1.0.19", "1.0.18", "1.1")
+
+
+async def generations(ctx: Context) -> dict[str, Any]:
+    """`true`, 1 MiB stdout and an 8 MiB write + read through the core, one sandbox per testbed
+    execd profile on the same server, interleaved in one run."""
+    from opensandbox_core import AsyncSandboxSession, SandboxSpec
+
+    image_tag = os.environ.get("OSB_TESTBED_EXECD_IMAGE", "")
+    if image_tag and "testbed-execd" not in image_tag:
+        return {"skipped": f"the server runs execd image {image_tag}, not the testbed daemon"}
+    sessions: dict[str, Any] = {}
+    out: dict[str, Any] = {"profiles": list(GENERATIONS), "cases": {}}
+    try:
+        for profile in GENERATIONS:
+            spec = SandboxSpec(ctx.image, lifetime=3600, env={"OSB_EXECD_PROFILE": profile})
+            session = AsyncSandboxSession(spec)
+            sessions[profile] = session
+            await session.start()
+            framing = session.framing
+            out.setdefault("framing", {})[profile] = framing.value if framing else None
+        payload = text_payload(8 * MIB).encode()
+        base = "/workspace/bench-generations.bin"
+
+        def command(profile: str, text: str) -> Any:
+            return lambda: sessions[profile].run(text)
+
+        async def transfer(profile: str) -> int:
+            session = sessions[profile]
+            await session.write_bytes(base, payload)
+            return len(await session.read_bytes(base))
+
+        cases: dict[str, tuple[dict[str, Any], int, Any]] = {
+            "true": ({p: command(p, "true") for p in GENERATIONS}, ctx.reps(21, 5), 0),
+            "1 MiB stdout": (
+                {p: command(p, ONE_MIB_COMMAND) for p in GENERATIONS},
+                ctx.reps(9, 3),
+                MIB,
+            ),
+            "8 MiB write + read": (
+                {p: (lambda p=p: transfer(p)) for p in GENERATIONS},
+                ctx.reps(5, 2),
+                8 * MIB,
+            ),
+        }
+        for label, (variants, reps, size) in cases.items():
+
+            def check(name: str, result: Any, size: int = size, label: str = label) -> None:
+                got = result if isinstance(result, int) else len(result.stdout.encode())
+                if got != size:
+                    raise AssertionError(f"{label} on {name}: {got} bytes, expected {size}")
+
+            samples = await interleave(variants, reps, check=check)
+            modern = samples["1.1"]
+            out["cases"][label] = {
+                "repetitions": reps,
+                "stats": _stats(samples),
+                "ratio_to_1.1": {p: ratio(s, modern) for p, s in samples.items()},
+            }
+    finally:
+        for session in sessions.values():
+            with contextlib.suppress(Exception):
+                await asyncio.shield(session.destroy())
+    return out

@@ -55,6 +55,17 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 f"worst adapter: {worst[0]}; core {_x(ratios.get('core run'))}; adapters over "
                 f"core: {', '.join(_x(cmd['ratio_to_core'][n]) for n in OURS_COMMANDS if n in ratios)}",
             )
+    gen = results.get("generations", {}).get("cases", {}).get("true")
+    if gen:
+        legacy = gen["ratio_to_1.1"].get("1.0.19")
+        add(
+            "`true` on execd 1.0.19 vs 1.1 (core)",
+            "<= 1.5x",
+            _x(legacy),
+            legacy is not None and not math.isnan(legacy) and legacy <= 1.5,
+            "line-framed 1.0.19 (exact output from the raw output files) against events that "
+            f"keep their line endings; 1.0.18 {_x(gen['ratio_to_1.1'].get('1.0.18'))}",
+        )
     eight = results.get("transfers", {}).get("sizes", {}).get("8 MiB")
     if eight:
         shell = eight["shell_over_native"].get("pydantic-ai native")
@@ -239,4 +250,23 @@ def markdown(results: dict[str, Any]) -> str:
         for op, variants in tools["ops"].items():
             for name, stats in variants.items():
                 lines.append(f"| `{op}` | {name} | {_cell(stats)} |")
+    gens = results.get("generations")
+    if gens and gens.get("skipped"):
+        lines += ["", f"### 6. execd generations: skipped ({gens['skipped']})"]
+    elif gens:
+        lines += [
+            "",
+            "### 6. execd generations (testbed daemon profiles, core, one sandbox each)",
+            "",
+        ]
+        profiles = gens["profiles"]
+        lines += [
+            "| case | " + " | ".join(f"{p} | to 1.1" for p in profiles) + " |",
+            "|---|" + "---|---|" * len(profiles),
+        ]
+        for label, case in gens["cases"].items():
+            cells = " | ".join(
+                f"{_cell(case['stats'][p])} | {_x(case['ratio_to_1.1'][p])}" for p in profiles
+            )
+            lines.append(f"| {label} ×{case['repetitions']} | {cells} |")
     return "\n".join(lines) + "\n"
