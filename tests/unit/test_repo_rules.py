@@ -74,3 +74,37 @@ def test_test_module_names_are_unique() -> None:
     names = [p.name for p in (ROOT / "tests").rglob("test_*.py") if ".nox" not in p.parts]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     assert not duplicates, duplicates
+
+
+@pytest.mark.parametrize("dist", PACKAGES)
+def test_package_metadata_is_complete(dist: str) -> None:
+    # Each distribution ships the repository's licence and says what it is for on PyPI.
+    assert (ROOT / "packages" / dist / "LICENSE").read_bytes() == (ROOT / "LICENSE").read_bytes()
+    project = _project(dist)
+    assert project["license-files"] == ["LICENSE"]
+    assert project["keywords"] and project["urls"]
+    classifiers = project["classifiers"]
+    assert isinstance(classifiers, list)
+    assert any(c.startswith("Intended Audience") for c in classifiers)
+    assert any(c.startswith("Topic") for c in classifiers)
+    # It must resolve above the unrelated 0.1.0 of the same name already on PyPI.
+    version = project["version"]
+    assert isinstance(version, str)
+    assert tuple(int(part) for part in version.split(".")) >= (0, 2, 0)
+
+
+def test_core_pins_the_sdk_minor_it_was_verified_with() -> None:
+    # The core reaches into SDK internals (adapters, models), which move between minor releases.
+    deps = _project("opensandbox-core")["dependencies"]
+    assert isinstance(deps, list)
+    sdk = [d for d in deps if d.startswith("opensandbox>") or d.startswith("opensandbox=")]
+    assert sdk == ["opensandbox>=1.1.1,<1.2"], sdk
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    # The README gives users two commands; CI must run the second one (every check) as written.
+    readme = (ROOT / "README.md").read_text()
+    blocks = [b.split("```", 1)[0].strip() for b in readme.split("```bash\n")[1:]]
+    assert blocks[:2] == ["./nox.sh -s demo", "./nox.sh"], blocks[:2]
+    ci = [line.strip() for line in (ROOT / ".ci/run").read_text().splitlines()]
+    assert "./nox.sh" in ci

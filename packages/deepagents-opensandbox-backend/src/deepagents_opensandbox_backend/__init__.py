@@ -17,6 +17,6 @@ from opensandbox_core import InsecureSandboxWarning
 
 from ._backend import DEFAULT_IMAGE, OpenSandboxBackend
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = ["DEFAULT_IMAGE", "InsecureSandboxWarning", "OpenSandboxBackend", "__version__"]

@@ -31,7 +31,7 @@ from ._session import DEFAULT, LIBRARY_KEY, OWNER_KEY, AsyncSandboxSession, Outp
 from ._sync import SandboxSession, run_blocking
 from ._types import CommandResult, FileInfo, TransferResult
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "DEFAULT",

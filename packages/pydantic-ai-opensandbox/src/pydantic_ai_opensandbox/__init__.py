@@ -18,6 +18,6 @@ opensandbox-server 1.1.1.
 from ._backend import CREATE_METADATA_KEY, OpenSandboxBackend
 from ._capability import OpenSandbox
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = ["CREATE_METADATA_KEY", "OpenSandbox", "OpenSandboxBackend", "__version__"]
