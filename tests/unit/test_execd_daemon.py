@@ -28,15 +28,18 @@ def _free_port() -> int:
 
 class Daemon:
     def __init__(
-        self, workdir: Path, framing: str, extra_env: dict[str, str] | None = None
+        self, workdir: Path, profile: str, extra_env: dict[str, str] | None = None
     ) -> None:
         self.port = _free_port()
+        self.tmp = workdir / f"tmp-{self.port}"  # the daemon's temp dir (its output files)
+        self.tmp.mkdir()
         env = dict(os.environ)
         env.update(
-            OSB_EXECD_FRAMING=framing,
+            OSB_EXECD_PROFILE=profile,
             EXECD_API_GRACE_SHUTDOWN="0s",
             EXECD_QUIET="1",
             EXECD_ENVS="",
+            TMPDIR=str(self.tmp),
         )
         env.update(extra_env or {})
         self.t0 = time.monotonic()
@@ -79,7 +82,8 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def d(workdir: Path) -> Iterator[Daemon]:
-    daemon = Daemon(workdir, "modern")
+    """The modelled 1.1 generation (modern framing, argv)."""
+    daemon = Daemon(workdir, "1.1")
     yield daemon
     daemon.stop()
 
@@ -213,7 +217,7 @@ def test_64_concurrent_commands(d: Daemon) -> None:
 
 def test_background_status_logs_interrupt(d: Daemon) -> None:
     ev = d.events({"command": "echo one; echo two >&2; sleep 30", "background": True})
-    assert [e["type"] for e in ev] == ["init", "execution_complete"]
+    assert [e["type"] for e in ev] == ["init", "ping", "execution_complete"]
     cid = ev[0]["text"]
     time.sleep(0.3)
     st = d.client.get(f"/command/status/{cid}").json()
@@ -290,7 +294,7 @@ def test_sessions(d: Daemon, workdir: Path) -> None:
 
 
 def test_access_token(workdir: Path) -> None:
-    daemon = Daemon(workdir, "modern", {"EXECD_ACCESS_TOKEN": "s3cret"})
+    daemon = Daemon(workdir, "1.1", {"EXECD_ACCESS_TOKEN": "s3cret"})
     try:
         r = daemon.client.get("/ping")
         assert r.status_code == 401
@@ -304,7 +308,7 @@ def test_access_token(workdir: Path) -> None:
 
 
 def test_grace_period_default(workdir: Path) -> None:
-    daemon = Daemon(workdir, "modern", {"EXECD_API_GRACE_SHUTDOWN": "1s"})
+    daemon = Daemon(workdir, "1.0.19", {"EXECD_API_GRACE_SHUTDOWN": "1s"})
     try:
         t = time.monotonic()
         ev = daemon.events({"command": "true"})
@@ -325,16 +329,20 @@ def test_framing_modern(d: Daemon) -> None:
 
 
 @pytest.mark.parametrize(
-    ("framing", "expected"),
-    [("legacy", ["a", "\n", "b", "c"]), ("ancient", ["a", "b", "c"])],
+    ("profile", "expected"),
+    [
+        ("1.0.19", ["a", "\n", "b", "c"]),
+        ("1.0.18", ["a", "\n", "b", "c"]),
+        ("1.0.16", ["a", "b", "c"]),
+    ],
 )
-def test_framing_line_modes(workdir: Path, framing: str, expected: list[str]) -> None:
-    daemon = Daemon(workdir, framing)
+def test_framing_line_modes(workdir: Path, profile: str, expected: list[str]) -> None:
+    daemon = Daemon(workdir, profile)
     try:
         assert texts(daemon.events({"command": FRAMING_CMD}), "stdout") == expected
         ev = daemon.events({"command": "printf 'x\\n\\n\\ny\\n'"})
         assert texts(ev, "stdout") == (
-            ["x", "\n", "\n", "y"] if framing == "legacy" else ["x", "y"]
+            ["x", "\n", "\n", "y"] if profile != "1.0.16" else ["x", "y"]
         )
         ev = daemon.events({"command": "head -c 1048576 /dev/zero | tr '\\0' 'q'; echo"})
         assert texts(ev, "stdout") == ["q" * 1048576]
@@ -347,6 +355,196 @@ def test_framing_line_modes(workdir: Path, framing: str, expected: list[str]) ->
 def test_modern_one_mib_line(d: Daemon) -> None:
     ev = d.events({"command": "head -c 1048576 /dev/zero | tr '\\0' 'q'; echo"})
     assert "".join(texts(ev, "stdout")) == "q" * 1048576 + "\n"
+
+
+# ------------------------------------------------------------------- generation profiles
+
+
+@pytest.fixture(scope="module")
+def d19(workdir: Path) -> Iterator[Daemon]:
+    """The default profile, 1.0.19 (as the recordings of the real v1.0.19 show)."""
+    daemon = Daemon(workdir, "1.0.19")
+    yield daemon
+    daemon.stop()
+
+
+def test_unknown_profile_is_refused_with_the_choices(workdir: Path) -> None:
+    env = dict(os.environ, OSB_EXECD_PROFILE="2.0", EXECD_QUIET="1")
+    proc = subprocess.run(
+        [sys.executable, str(DAEMON), "--port", str(_free_port())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert proc.returncode == 2
+    assert "unknown OSB_EXECD_PROFILE '2.0'" in proc.stderr
+    assert "1.0.19, 1.0.18, 1.1, 1.0.16" in proc.stderr
+
+
+def test_profile_default_is_1_0_19(workdir: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "OSB_EXECD_PROFILE"}
+    out = subprocess.run(
+        [sys.executable, "-c", "import execd; print(execd.PROFILE, execd.FRAMING)"],
+        env=env | {"PYTHONPATH": str(DAEMON.parent)},
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=True,
+    )
+    assert out.stdout.split() == ["1.0.19", "lines"]
+
+
+def test_first_ping_follows_init_and_output_files_stay(d19: Daemon) -> None:
+    ev = d19.events({"command": "printf 'a\\r\\nb'; printf 'e\\n' >&2"})
+    assert [e["type"] for e in ev[:2]] == ["init", "ping"]
+    assert texts(ev, "stdout") == ["a", "b"]
+    assert texts(ev, "stderr") == ["e"]
+    cid = ev[0]["text"]
+    # execd keeps each command's raw output in its temp dir, byte for byte, and never deletes it
+    assert (d19.tmp / f"{cid}.stdout").read_bytes() == b"a\r\nb"
+    assert (d19.tmp / f"{cid}.stderr").read_bytes() == b"e\n"
+
+
+def test_go_header_order_and_no_server_header(d19: Daemon) -> None:
+    with socket.create_connection(("127.0.0.1", d19.port)) as s:
+        s.sendall(b"GET /command/status/nope HTTP/1.1\r\nHost: x\r\n\r\n")
+        head = s.recv(65536).split(b"\r\n\r\n", 1)[0].decode()
+    lines = head.split("\r\n")
+    assert lines[0] == "HTTP/1.1 404 Not Found"
+    assert [ln.split(":", 1)[0] for ln in lines[1:]] == ["Content-Type", "Date", "Content-Length"]
+    r = d19.client.get("/no-such-route")
+    assert r.headers["content-type"] == "text/plain"
+    assert r.text == "404 page not found"
+
+
+def test_argv_is_only_understood_by_1_1(d: Daemon, d19: Daemon) -> None:
+    body = {"command": "echo from-command", "argv": ["echo", "from-argv"]}
+    assert texts(d19.events(body), "stdout") == ["from-command"]  # unknown field: ignored
+    r = d19.client.post("/command", json={"argv": ["echo", "x"]})
+    assert r.status_code == 400
+    assert "'RunCommandRequest.Command'" in r.json()["message"]
+    assert "".join(texts(d.events({"argv": ["echo", "x"]}), "stdout")) == "x\n"
+
+
+def test_request_bodies_decoded_like_go(d19: Daemon) -> None:
+    def message(raw: bytes) -> str:
+        r = d19.client.post("/command", content=raw)
+        assert r.status_code == 400, r.text
+        assert r.json()["code"] == "INVALID_REQUEST_BODY"
+        return str(r.json()["message"])
+
+    prefix = "error parsing request, MAYBE invalid body format. "
+    assert message(b"") == prefix + "EOF"
+    assert message(b'{"command": "x"') == prefix + "unexpected EOF"
+    assert message(b"[]") == (
+        prefix + "json: cannot unmarshal array into Go value of type model.RunCommandRequest"
+    )
+    assert message(b'{"command": "x", "timeout": "1"}') == (
+        prefix + "json: cannot unmarshal string into Go struct field "
+        "RunCommandRequest.timeout of type int64"
+    )
+    assert message(b'{"command": "x", "uid": -1}') == (
+        prefix + "json: cannot unmarshal number -1 into Go struct field "
+        "RunCommandRequest.uid of type uint32"
+    )
+    assert message(b'{"command": "x", "envs": {"A": true}}') == (
+        prefix + "json: cannot unmarshal bool into Go struct field "
+        "RunCommandRequest.envs.A of type string"
+    )
+    assert "'TimeoutMs' failed on the 'gte' tag" in message(b'{"command": "x", "timeout": -5}')
+    # only the first JSON value counts, as with Go's json.Decoder
+    ev = d19.events({"command": "echo ok"})
+    assert texts(ev, "stdout") == ["ok"]
+    with d19.client.stream("POST", "/command", content=b'{"command":"echo t"} junk') as r:
+        assert r.status_code == 200
+
+
+def test_cwd_expanded_like_execd(d19: Daemon, workdir: Path) -> None:
+    (workdir / "dx").mkdir(exist_ok=True)
+    (workdir / "keep$").mkdir(exist_ok=True)
+    ev = d19.events({"command": "pwd", "cwd": f"{workdir}/d$1x"})  # "$1" is removed
+    assert texts(ev, "stdout") == [f"{workdir}/dx"]
+    ev = d19.events({"command": "pwd", "cwd": f"{workdir}/keep$"})  # a final "$" stays
+    assert texts(ev, "stdout") == [f"{workdir}/keep$"]
+    r = d19.client.post("/command", json={"command": "pwd", "cwd": f"{workdir}/p$$q"})
+    assert r.status_code == 400
+    assert r.json()["message"] == (
+        "invalid request, validation error cannot resolve working directory "
+        f'"{workdir}/p$$q": path references undefined environment variables: q'
+    )
+    r = d19.client.post(
+        "/command", json={"command": "pwd", "cwd": "$MYDIR", "envs": {"MYDIR": str(workdir)}}
+    )
+    assert r.status_code == 400  # the request's envs do not count
+
+
+def test_cwd_with_several_undefined_names_follows_execds_pathutil(workdir: Path) -> None:
+    """One expansion serves `cwd` and the file routes (pathutil.ExpandPath): the undefined
+    names are listed once each, sorted and joined with ",", an unclosed `${NAME` is no
+    reference (os.Expand eats the `${`), and the `~` join is cleaned like filepath.Join."""
+    home = workdir / "home-cwd"
+    (home / "b").mkdir(parents=True, exist_ok=True)
+    (workdir / "dZZ_C").mkdir(exist_ok=True)
+    daemon = Daemon(workdir, "1.0.19", {"HOME": str(home)})
+    try:
+        cwd = f"{workdir}/$ZZ_B/${{ZZ_A}}/$ZZ_B$HOME"
+        r = daemon.client.post("/command", json={"command": "pwd", "cwd": cwd})
+        assert r.status_code == 400
+        assert r.json()["message"] == (
+            f'invalid request, validation error cannot resolve working directory "{cwd}": '
+            "path references undefined environment variables: ZZ_A,ZZ_B"
+        )
+        ev = daemon.events({"command": "pwd", "cwd": f"{workdir}/d${{ZZ_C"})
+        assert texts(ev, "stdout") == [f"{workdir}/dZZ_C"]
+        ev = daemon.events({"command": "pwd", "cwd": "~/a/../b"})  # "a" does not exist
+        assert texts(ev, "stdout") == [f"{home}/b"]
+        # the file routes expand the same way
+        r = daemon.client.get("/files/info", params={"path": cwd})
+        assert r.status_code == 500
+        assert r.json()["message"].endswith("undefined environment variables: ZZ_A,ZZ_B")
+    finally:
+        daemon.stop()
+
+
+def test_background_group_is_killed_when_the_main_process_exits(d19: Daemon, workdir: Path) -> None:
+    pidfile = workdir / "bg-child.pid"
+    ev = d19.events(
+        {"command": f"sleep 30 & echo $! > {pidfile}; echo main exits", "background": True}
+    )
+    cid = ev[0]["text"]
+    deadline = time.monotonic() + 10
+    while d19.client.get(f"/command/status/{cid}").json().get("running", True):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(0.2)
+    assert not _alive(int(pidfile.read_text()))
+    assert (d19.tmp / f"{cid}.output").read_bytes() == b"main exits\n"
+    r = d19.client.get(f"/command/{cid}/logs", params={"cursor": -1})
+    assert r.status_code == 400
+    assert r.json()["message"] == f"error seek file: seek {d19.tmp}/{cid}.output: invalid argument"
+
+
+def test_session_quirks(d19: Daemon) -> None:
+    sid = d19.client.post("/session").json()["session_id"]
+    assert len(sid) == 36 and sid.count("-") == 4  # a UUID
+    with d19.client.stream(
+        "POST", f"/session/{sid}/run", json={"command": "printf 'a\\n\\nb\\r\\n'; echo e >&2"}
+    ) as r:
+        ev = [json.loads(f) for f in r.read().decode().split("\n\n") if f]
+    assert texts(ev, "stdout") == ["a", "b", "e"]  # blank line dropped, \r stripped, stderr in
+    with d19.client.stream(
+        "POST", f"/session/{sid}/run", json={"command": "echo t; sleep 1", "timeout": 200}
+    ) as r:
+        raw = r.read()
+    assert raw.endswith(
+        b'{"code":"RUNTIME_ERROR","message":"error running in session. timeout after 200ms"}'
+    )
+    assert sorted(p.name for p in d19.tmp.glob("execd_bash_*.sh")) != []
+    assert d19.client.delete(f"/session/{sid}").status_code == 200
+    r = d19.client.post(f"/session/{sid}/run", json={"command": "true"})
+    assert r.status_code == 500
+    assert r.json()["message"] == "error running in session. context not found"
 
 
 # ---------------------------------------------------------------------------------------- files
@@ -459,8 +657,12 @@ def test_download_range_404_dir_and_delete(d: Daemon, workdir: Path) -> None:
     r = d.client.get("/files/download", params={"path": str(workdir / "nope")})
     assert r.status_code == 404
     assert "open " in r.json()["message"]
-    r = d.client.get("/files/download", params={"path": str(workdir)})
-    assert r.status_code == 500
+    # A directory, as execd on ext4 answers it: 200, the size its seek gave, then no body.
+    with d.client.stream("GET", "/files/download", params={"path": str(workdir)}) as r:
+        assert r.status_code == 200
+        assert r.headers["Content-Length"] == str((1 << 63) - 1)
+        with pytest.raises(httpx.RemoteProtocolError):
+            r.read()
     r = d.client.delete("/files", params={"path": str(workdir)})
     assert r.status_code == 500
     assert "is a directory" in r.json()["message"]

@@ -1,0 +1,1026 @@
+"""Replay the recorded exchanges with the real execd against the testbed daemon and compare.
+
+`python -m testbed.replay --version v1.0.19 [--case GLOB] [--verbose]` (PYTHONPATH=tests).
+
+The recordings (`tests/data/execd-recordings/`, see its README) hold every request a recorder
+sent to the real execd and every response, byte for byte, with the arrival time of each chunk.
+This module starts `tests/testbed/execd/execd.py` in the matching profile, in the daemon context
+the recordings were made in (env PATH and HOME only, cwd = HOME, uid 0, umask 022, the recorded
+access token, a private `/tmp` that holds only the daemon's files and the `execd-rec` folder),
+sends each recorded request again and compares the answers after normalising only what the
+README lists as varying from run to run.
+
+One daemon serves a whole version, the cases in recorded order: later cases see what earlier ones
+left behind (`tmp_dir_pileup` counts every earlier command's output files), so a run restricted
+with `--case` reports differences in such cases that a full run does not have.
+
+Timings are compared with a lopsided tolerance (see `EARLY_ABS_MS` below). A run whose only
+differences are late timings replays those cases once more (:func:`replay_version` says why
+that stays a real check) and prints that it did. Versions share nothing (each has its own
+daemon, port and private `/tmp`), so they can be replayed at the same time in separate processes.
+
+The private `/tmp` is a fresh directory bind-mounted over `/tmp` in a mount namespace of its own
+(`unshare -m`, needs root or CAP_SYS_ADMIN); it lies on the same file system as the host's temp
+dir (ext4 here and when recorded). Where that is impossible the replay is refused with the reason
+(:class:`ReplayUnavailable`), never run against the shared `/tmp`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import bisect
+import contextlib
+import dataclasses
+import fnmatch
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "DELIBERATE_DIFFERENCES",
+    "RECORDINGS",
+    "VERSIONS",
+    "Deliberate",
+    "Difference",
+    "Live",
+    "ReplayUnavailable",
+    "compare_case",
+    "excused",
+    "load",
+    "main",
+    "replay_version",
+]
+
+RECORDINGS = Path(__file__).resolve().parents[1] / "data" / "execd-recordings"
+DAEMON = Path(__file__).resolve().parent / "execd" / "execd.py"
+VERSIONS = {"v1.0.19": "1.0.19", "v1.0.18": "1.0.18"}
+"""Recorded daemon version -> the testbed daemon's profile that must answer like it."""
+
+# Timing tolerance, lopsided: a busy host only ever delays the daemon, so being early (faster,
+# kinder than the recording) is held tight, being late less so. A time t differs from the
+# recorded r when t < r - (EARLY_ABS_MS + EARLY_REL * r) or t > r + (LATE_ABS_MS + LATE_REL * r).
+EARLY_ABS_MS = 25.0
+EARLY_REL = 0.10
+LATE_ABS_MS = 150.0
+LATE_REL = 0.25
+# Recorded output events closer than this belong to one poll of the daemon's output files.
+POLL_GAP_MS = 40.0
+SEND_TIMEOUT_S = 30.0
+
+
+class ReplayUnavailable(RuntimeError):
+    """The replay cannot run here (no private /tmp possible); the message says why."""
+
+
+@dataclass(frozen=True)
+class Deliberate:
+    """A difference from the recording that is known and kept on purpose."""
+
+    version: str  # "v1.0.19", "v1.0.18" or "*"
+    case: str
+    exchange: int  # -1: any exchange of the case
+    what: str  # prefix of Difference.what
+    why: str
+
+
+@dataclass(frozen=True)
+class Difference:
+    case: str
+    exchange: int
+    what: str  # e.g. "status", "header Content-Type", "event 3", "timing elapsed"
+    recorded: str
+    live: str
+    late: bool = False  # the daemon was slower than recorded: a late timing or registration
+
+    def __str__(self) -> str:
+        return (
+            f"{self.case}[{self.exchange}] {self.what}: recorded {self.recorded} / live {self.live}"
+        )
+
+
+DELIBERATE_DIFFERENCES: list[Deliberate] = []
+"""Differences the testbed daemon keeps on purpose; never one that makes it kinder than the
+recording (more successful, more exact, faster or more permissive). Each must still match."""
+
+
+def excused(version: str, diff: Difference) -> Deliberate | None:
+    for entry in DELIBERATE_DIFFERENCES:
+        if (
+            entry.version in ("*", version)
+            and entry.case == diff.case
+            and entry.exchange in (-1, diff.exchange)
+            and diff.what.startswith(entry.what)
+        ):
+            return entry
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Recordings
+
+
+def load(version: str) -> dict[str, Any]:
+    path = RECORDINGS / f"{version}.json"
+    with path.open(encoding="utf-8") as fh:
+        data: dict[str, Any] = json.load(fh)
+    return data
+
+
+def _body(message: dict[str, Any]) -> bytes:
+    """A recorded request's or response's body: `body_b64` when present, else `body_text`."""
+    if "body_b64" in message:
+        return base64.b64decode(message["body_b64"])
+    return str(message.get("body_text", "")).encode("utf-8")
+
+
+_request_body = _response_body = _body
+
+
+def _recorded_chunks(resp: dict[str, Any]) -> list[tuple[float, bytes]]:
+    if "chunks" in resp:
+        return [(float(ms), base64.b64decode(b)) for ms, b in resp["chunks"]]
+    if "chunk_spans" in resp:
+        body = _response_body(resp)
+        out: list[tuple[float, bytes]] = []
+        pos = 0
+        for ms, length in resp["chunk_spans"]:
+            out.append((float(ms), body[pos : pos + int(length)]))
+            pos += int(length)
+        return out
+    return []
+
+
+# ---------------------------------------------------------------------------------------------
+# What the live daemon answered
+
+
+@dataclass
+class Live:
+    """One live exchange, in the recordings' terms."""
+
+    status: int = 0
+    reason: str = ""
+    http_version: str = ""
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    transfer: str = ""
+    headers_ms: float = 0.0
+    body: bytes = b""
+    chunks: list[tuple[float, bytes]] | None = None
+    elapsed_ms: float = 0.0
+    at_ms: float = 0.0
+    closed_by_client: bool = False
+    error: str = ""
+
+
+class _Reader:
+    """One response's bytes, received by a thread of its own that notes when each recv() came.
+
+    A chunk's time is when its last byte arrived, however long parsing the ones before it takes
+    (20,000 events arrive within ~0.2 s).
+    """
+
+    def __init__(self, sock: socket.socket, t0: float) -> None:
+        self.sock = sock
+        self.buf = bytearray()
+        self.pos = 0
+        self.t0 = t0
+        self.eof = False
+        self.cond = threading.Condition()
+        self.marks: list[tuple[int, float]] = []  # (buffer length after a recv, ms)
+        self._seen = 0
+        threading.Thread(target=self._receive, daemon=True).start()
+
+    def _receive(self) -> None:
+        while True:
+            try:
+                data = self.sock.recv(1 << 18)
+            except OSError:
+                data = b""
+            now = self.ms()
+            with self.cond:
+                if not data:
+                    self.eof = True
+                    self.cond.notify_all()
+                    return
+                self.buf += data
+                self.marks.append((len(self.buf), now))
+                self.cond.notify_all()
+
+    def _fill(self) -> bool:
+        with self.cond:
+            while len(self.buf) == self._seen and not self.eof:
+                self.cond.wait()
+            grew = len(self.buf) > self._seen
+            self._seen = len(self.buf)
+            return grew
+
+    def arrived(self) -> float:
+        """When the byte before `pos` arrived, ms since the request was written."""
+        with self.cond:
+            k = bisect.bisect_left(self.marks, self.pos, key=lambda m: m[0])
+            return self.marks[min(k, len(self.marks) - 1)][1] if self.marks else self.ms()
+
+    def line(self) -> bytes:
+        while True:
+            i = self.buf.find(b"\r\n", self.pos)
+            if i >= 0:
+                out = bytes(self.buf[self.pos : i])
+                self.pos = i + 2
+                return out
+            if not self._fill():
+                raise EOFError("connection closed inside a line")
+
+    def exact(self, n: int) -> bytes:
+        while len(self.buf) - self.pos < n:
+            if not self._fill():
+                raise EOFError(f"connection closed after {len(self.buf) - self.pos} of {n} bytes")
+        out = bytes(self.buf[self.pos : self.pos + n])
+        self.pos += n
+        return out
+
+    def pending(self) -> bytes:
+        return bytes(self.buf[self.pos :])
+
+    def rest(self) -> bytes:
+        while self._fill():
+            pass
+        out = self.pending()
+        self.buf.clear()
+        self.pos = 0
+        return out
+
+    def ms(self) -> float:
+        return (time.monotonic() - self.t0) * 1000.0
+
+
+def _exchange(
+    port: int,
+    method: str,
+    target: str,
+    headers: list[tuple[str, str]],
+    body: bytes,
+    *,
+    close_after_first_chunk: bool,
+    on_chunk: Any,
+) -> Live:
+    live = Live()
+    sock = socket.create_connection(("127.0.0.1", port), timeout=SEND_TIMEOUT_S)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        head = f"{method} {target} HTTP/1.1\r\n".encode("latin-1")
+        for name, value in headers:
+            head += f"{name}: {value}\r\n".encode("latin-1")
+        t0 = time.monotonic()
+        sock.sendall(head + b"\r\n" + body)
+        rd = _Reader(sock, t0)
+        try:
+            status_line = rd.line().decode("latin-1")
+        except EOFError as exc:
+            live.error = f"no response: {exc}"
+            live.elapsed_ms = rd.ms()
+            return live
+        version, _, rest = status_line.partition(" ")
+        code, _, reason = rest.partition(" ")
+        live.http_version, live.status, live.reason = version, int(code), reason
+        while True:
+            line = rd.line()
+            if not line:
+                break
+            name, _, value = line.decode("latin-1").partition(":")
+            live.headers.append((name, value.strip()))
+        live.headers_ms = rd.ms()
+        lower = {k.lower(): v for k, v in live.headers}
+        no_body = method == "HEAD" or live.status in (204, 304) or 100 <= live.status < 200
+        try:
+            if no_body:
+                live.transfer = "none"
+            elif lower.get("transfer-encoding", "").lower() == "chunked":
+                live.transfer = "chunked"
+                live.chunks = []
+                while True:
+                    size = int(rd.line().split(b";")[0], 16)
+                    if size == 0:
+                        with contextlib.suppress(EOFError):
+                            while rd.line():
+                                pass
+                        break
+                    data = rd.exact(size)
+                    rd.exact(2)
+                    live.chunks.append((rd.arrived(), data))
+                    on_chunk(data)
+                    if close_after_first_chunk:
+                        live.closed_by_client = True
+                        break
+                live.body = b"".join(c for _, c in live.chunks)
+            elif "content-length" in lower:
+                live.transfer = "content-length"
+                n = int(lower["content-length"])
+                try:
+                    live.body = rd.exact(n)
+                except EOFError as exc:
+                    live.body = rd.pending()
+                    live.error = str(exc)
+            else:
+                live.transfer = "until-close"
+                live.body = rd.rest()
+        except (EOFError, OSError) as exc:
+            live.error = live.error or str(exc)
+        live.elapsed_ms = rd.ms()
+        return live
+    finally:
+        sock.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# The daemon in its recorded context
+
+
+class _Daemon:
+    def __init__(
+        self, recording: dict[str, Any], profile: str, log_path: Path, daemon: Path
+    ) -> None:
+        if Path(ctx_tmp := str(recording["daemon"]["tmpdir"])) in daemon.resolve().parents:
+            raise ReplayUnavailable(
+                f"the daemon file {daemon} lies under {ctx_tmp}, which the replay hides behind "
+                "a private directory; copy it elsewhere."
+            )
+        if shutil.which("unshare") is None:
+            raise ReplayUnavailable("`unshare` (util-linux) is not installed; install util-linux.")
+        ctx = recording["daemon"]
+        self.token = str(ctx["access_token"])
+        self.root = Path(tempfile.mkdtemp(prefix="execd-replay-"))
+        os.chmod(self.root, 0o1777)  # noqa: S103 - it stands in for /tmp
+        scratch = Path(str(ctx["scratch"]))
+        home = Path(str(ctx["env"]["HOME"]))
+        for inside in (scratch, home):
+            (self.root / inside.relative_to(ctx["tmpdir"])).mkdir(parents=True, exist_ok=True)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = int(s.getsockname()[1])
+        env = {str(k): str(v) for k, v in ctx["env"].items()}
+        env["OSB_EXECD_PROFILE"] = profile
+        env_args = [f"{k}={v}" for k, v in env.items()]
+        script = (
+            'mount --bind "$1" "$2" || exit 97; cd "$3" || exit 98; umask 022; shift 3; '
+            'exec env -i "$@"'
+        )
+        argv = [
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            str(self.root),
+            str(ctx["tmpdir"]),
+            str(ctx["cwd"]),
+            *env_args,
+            sys.executable,
+            str(daemon),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--access-token",
+            self.token,
+        ]
+        self.log = log_path.open("wb")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, start_new_session=True
+        )
+        self.listening_ms: float | None = None
+        self.refused = 0
+
+    def wait_listening(self, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.log.flush()
+                raise ReplayUnavailable(
+                    f"the daemon exited with status {self.proc.returncode} before it listened "
+                    "(a private /tmp needs root or CAP_SYS_ADMIN for `unshare -m`); "
+                    f"its log {self.log.name} says why."
+                )
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+            except OSError:
+                self.refused += 1
+                time.sleep(0.002)
+                continue
+            self.listening_ms = (time.monotonic() - self.started) * 1000.0
+            return
+        raise ReplayUnavailable(f"the daemon did not listen within {timeout:.0f} s.")
+
+    def stop(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.log.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sending one case
+
+
+def _ids_in(data: bytes) -> list[str]:
+    """Command/session ids a response hands out: `init` texts and `session_id` values."""
+    out: list[str] = []
+    for m in re.finditer(rb'"type":"init","text":"([^"]+)"', data):
+        out.append(m.group(1).decode())
+    for m in re.finditer(rb'"session_id":"([^"]+)"', data):
+        out.append(m.group(1).decode())
+    return out
+
+
+@dataclass
+class _Sched:
+    index: int
+    exchange: dict[str, Any]
+    after: list[tuple[int, float]]  # (exchange index, recorded gap ms after its end)
+    ids: list[tuple[str, int, float]]  # (recorded id, source exchange, recorded delay ms)
+
+
+def _plan(case: dict[str, Any]) -> list[_Sched]:
+    exchanges = case["exchanges"]
+    id_source: dict[str, tuple[int, float]] = {}  # recorded id -> (exchange, arrival ms in case)
+    plan: list[_Sched] = []
+    for i, ex in enumerate(exchanges):
+        req = ex["request"]
+        text = req["target"].encode() + _request_body(req)
+        ids = []
+        for rid, (src, arrived) in id_source.items():
+            if rid.encode() in text:
+                ids.append((rid, src, float(ex["at_ms"]) - arrived))
+        after = []
+        for j in range(i):
+            prev = exchanges[j]
+            end = float(prev["at_ms"]) + float(prev["elapsed_ms"])
+            if float(ex["at_ms"]) >= end - 0.05:
+                after.append((j, float(ex["at_ms"]) - end))
+        plan.append(_Sched(i, ex, after, ids))
+        resp = ex["response"]
+        chunks = _recorded_chunks(resp)
+        if chunks:
+            for ms, data in chunks:
+                for rid in _ids_in(data):
+                    id_source.setdefault(rid, (i, float(ex["at_ms"]) + ms))
+        else:
+            for rid in _ids_in(_response_body(resp)):
+                id_source.setdefault(rid, (i, float(ex["at_ms"]) + float(ex["elapsed_ms"])))
+    return plan
+
+
+def _run_case(daemon: _Daemon, case: dict[str, Any]) -> list[Live]:
+    plan = _plan(case)
+    n = len(plan)
+    results: list[Live | None] = [None] * n
+    done = [threading.Event() for _ in range(n)]
+    end_at: list[float] = [0.0] * n
+    id_map: dict[str, str] = {}
+    id_arrival: dict[str, float] = {}
+    id_cond = threading.Condition()
+    t_case = time.monotonic()
+
+    def worker(s: _Sched) -> None:
+        ex = s.exchange
+        req = ex["request"]
+        start = t_case + float(ex["at_ms"]) / 1000.0
+        for j, gap in s.after:
+            done[j].wait(SEND_TIMEOUT_S * 4)
+            start = max(start, end_at[j] + gap / 1000.0)
+        subst: dict[str, str] = {}
+        with id_cond:
+            for rid, _src, delay in s.ids:
+                deadline = time.monotonic() + SEND_TIMEOUT_S
+                while rid not in id_map and time.monotonic() < deadline:
+                    id_cond.wait(deadline - time.monotonic())
+                if rid in id_map:
+                    subst[rid] = id_map[rid]
+                    start = max(start, id_arrival[rid] + delay / 1000.0)
+        pause = start - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+        target = str(req["target"])
+        body = _request_body(req)
+        headers = [(str(k), str(v)) for k, v in req["headers"]]
+        for rid, lid in subst.items():
+            target = target.replace(rid, lid)
+            body = body.replace(rid.encode(), lid.encode())
+            headers = [(k, v.replace(rid, lid)) for k, v in headers]
+        seen: list[str] = []
+        rec_ids = _ids_in(
+            b"".join(c for _, c in _recorded_chunks(ex["response"]))
+            or _response_body(ex["response"])
+        )
+
+        def on_chunk(data: bytes) -> None:
+            if b'"init"' not in data[:16] and b'"session_id"' not in data:
+                return
+            got = _ids_in(data)
+            if not got:
+                return
+            now = time.monotonic()
+            with id_cond:
+                for lid in got:
+                    k = len(seen)
+                    seen.append(lid)
+                    if k < len(rec_ids) and rec_ids[k] not in id_map:
+                        id_map[rec_ids[k]] = lid
+                        id_arrival[rec_ids[k]] = now
+                id_cond.notify_all()
+
+        at = (time.monotonic() - t_case) * 1000.0
+        try:
+            live = _exchange(
+                daemon.port,
+                str(req["method"]),
+                target,
+                headers,
+                body,
+                close_after_first_chunk=bool(ex["response"].get("closed_by_client")),
+                on_chunk=on_chunk,
+            )
+        except OSError as exc:
+            live = Live(error=f"request failed: {exc}")
+        live.at_ms = at
+        if live.chunks is None:
+            on_chunk(live.body)
+        results[s.index] = live
+        end_at[s.index] = time.monotonic()
+        done[s.index].set()
+
+    threads = [threading.Thread(target=worker, args=(s,), daemon=True) for s in plan]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(SEND_TIMEOUT_S * 4)
+    return [r if r is not None else Live(error="no answer in time") for r in results]
+
+
+# ---------------------------------------------------------------------------------------------
+# Normalising and comparing
+
+_TIME_FIELD = re.compile(r'"(started_at|finished_at|modified_at|created_at)":"[^"]*"')
+
+
+def _split_array(text: str) -> list[str] | None:
+    """The raw texts of a top-level JSON array's elements (None if the text is not an array)."""
+    if not (text.startswith("[") and text.endswith("]")):
+        return None
+    out: list[str] = []
+    depth, start, in_str, esc = 0, 1, False, False
+    for k, ch in enumerate(text):
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+            if depth == 0 and k == len(text) - 1 and text[start:k]:
+                out.append(text[start:k])
+        elif ch == "," and depth == 1:
+            out.append(text[start:k])
+            start = k + 1
+    return out
+
+
+def _norm_raw(data: bytes) -> str:
+    """The bytes as text with only the README's varying parts replaced (escaping kept as sent)."""
+    text = data.decode("utf-8", "surrogateescape")
+    text = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<SID>", text)
+    text = re.sub(r"[0-9a-f]{32}", "<ID>", text)
+    text = re.sub(r'"timestamp":\d+', '"timestamp":0', text)
+    text = re.sub(r'"execution_time":\d+,', "", text)
+    text = _TIME_FIELD.sub(lambda m: f'"{m.group(1)}":"<TIME>"', text)
+    text = re.sub(r"execd_bash_\d+", "execd_bash_N", text)
+    text = re.sub(r"kill: \(\d+\)", "kill: (PID)", text)
+    parts = _split_array(text)
+    if parts is not None and any("<ID>" in p for p in parts):
+        # /tmp listings follow the random ids: order the entries once the ids are replaced
+        text = "[" + ",".join(sorted(parts)) + "]"
+    return text
+
+
+def _event_of(data: bytes) -> tuple[str, str] | None:
+    """(type, normalised raw text) of one stream chunk; None if it is not one JSON object."""
+    bare = data[:-2] if data.endswith(b"\n\n") else data
+    try:
+        obj = json.loads(bare.decode("utf-8", "surrogateescape"))
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    return str(obj.get("type", "")), _norm_raw(data)
+
+
+def _poll_groups(events: list[tuple[float, str, Any]]) -> list[tuple[float, str, Any]]:
+    """Within one poll (events close in time) order stdout before stderr: tailed independently."""
+    out: list[tuple[float, str, Any]] = []
+    group: list[tuple[float, str, Any]] = []
+
+    def flush() -> None:
+        out.extend(sorted(group, key=lambda e: {"stdout": 0, "stderr": 1}.get(e[1], 2)))
+        group.clear()
+
+    last = None
+    for ev in events:
+        if ev[1] in ("stdout", "stderr"):
+            if group and last is not None and ev[0] - last > POLL_GAP_MS:
+                flush()
+            group.append(ev)
+            last = ev[0]
+        else:
+            flush()
+            out.append(ev)
+            last = None
+    flush()
+    return out
+
+
+def _off(recorded: float, live: float) -> bool:
+    """Whether `live` ms is too early or too late for `recorded` ms."""
+    if live < recorded:
+        return recorded - live > EARLY_ABS_MS + EARLY_REL * abs(recorded)
+    return live - recorded > LATE_ABS_MS + LATE_REL * abs(recorded)
+
+
+def _compare_stream(
+    case: str, i: int, rec_chunks: list[tuple[float, bytes]], live: Live, rec_elapsed: float
+) -> list[Difference]:
+    diffs: list[Difference] = []
+    live_chunks = live.chunks or []
+
+    def parse(chunks: list[tuple[float, bytes]], side: str) -> list[tuple[float, str, Any]]:
+        out = []
+        for k, (ms, data) in enumerate(chunks):
+            ev = _event_of(data)
+            if ev is None:
+                if side == "live":
+                    diffs.append(Difference(case, i, f"chunk {k}", "one event", "not one event"))
+                out.append((ms, "?", data.decode("utf-8", "replace")))
+                continue
+            out.append((ms, ev[0], ev[1]))
+        return out
+
+    rec = parse(rec_chunks, "recorded")
+    got = parse(live_chunks, "live")
+    rec_pings = [e for e in rec if e[1] == "ping"]
+    got_pings = [e for e in got if e[1] == "ping"]
+    # the first ping comes right after init
+    if len(rec) > 1 and rec[1][1] == "ping" and not (len(got) > 1 and got[1][1] == "ping"):
+        diffs.append(Difference(case, i, "ping after init", "event 1 is ping", "no ping there"))
+    if len(rec_pings) != len(got_pings):
+        last = rec[-1][0] if rec else 0.0
+        near = last > 1000 and min(last % 3000.0, 3000.0 - last % 3000.0) < 150
+        if not near or abs(len(rec_pings) - len(got_pings)) > 1:
+            diffs.append(
+                Difference(case, i, "ping count", str(len(rec_pings)), str(len(got_pings)))
+            )
+    rec_ev = _poll_groups([e for e in rec if e[1] != "ping"])
+    got_ev = _poll_groups([e for e in got if e[1] != "ping"])
+    shown = 0
+    for k in range(max(len(rec_ev), len(got_ev))):
+        r = rec_ev[k] if k < len(rec_ev) else None
+        g = got_ev[k] if k < len(got_ev) else None
+        if r is None or g is None or r[2] != g[2]:
+            if shown < 5:
+                diffs.append(
+                    Difference(
+                        case,
+                        i,
+                        f"event {k}",
+                        "-" if r is None else _short(r[2]),
+                        "-" if g is None else _short(g[2]),
+                    )
+                )
+            shown += 1
+    if shown > 5:
+        diffs.append(Difference(case, i, "events", f"{len(rec_ev)} events", f"{shown} differ"))
+    if shown == 0 and rec_ev:
+        # poll grouping: when each group of output events (and the last event) arrives
+        starts = [0] + [
+            k for k in range(1, len(rec_ev)) if rec_ev[k][0] - rec_ev[k - 1][0] > POLL_GAP_MS
+        ]
+        for k in sorted({*starts, len(rec_ev) - 1}):
+            if _off(rec_ev[k][0], got_ev[k][0]):
+                diffs.append(
+                    Difference(
+                        case,
+                        i,
+                        f"timing event {k}",
+                        f"{rec_ev[k][0]:.0f} ms",
+                        f"{got_ev[k][0]:.0f} ms",
+                        late=got_ev[k][0] > rec_ev[k][0],
+                    )
+                )
+        if rec_chunks and live_chunks and not live.closed_by_client:
+            hold_r = rec_elapsed - rec_chunks[-1][0]
+            hold_g = live.elapsed_ms - live_chunks[-1][0]
+            if _off(hold_r, hold_g):
+                diffs.append(
+                    Difference(
+                        case,
+                        i,
+                        "timing hold",
+                        f"{hold_r:.0f} ms",
+                        f"{hold_g:.0f} ms",
+                        late=hold_g > hold_r,
+                    )
+                )
+    return diffs
+
+
+def _short(v: Any) -> str:
+    text = json.dumps(v, ensure_ascii=False)
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
+def _ctype(headers: list[tuple[str, str]]) -> str:
+    for k, v in headers:
+        if k.lower() == "content-type":
+            return v
+    return ""
+
+
+def compare_exchange(case: str, i: int, ex: dict[str, Any], live: Live) -> list[Difference]:
+    resp = ex["response"]
+    diffs: list[Difference] = []
+
+    def d(what: str, rec: object, got: object, late: bool = False) -> None:
+        diffs.append(Difference(case, i, what, str(rec), str(got), late))
+
+    if live.error and not resp.get("error"):
+        d("connection", "complete", live.error)
+    if live.status != resp["status"]:
+        d("status", resp["status"], live.status)
+        return diffs
+    if live.reason != resp["reason"]:
+        d("reason", resp["reason"], live.reason)
+    if live.http_version != resp["http_version"]:
+        d("http version", resp["http_version"], live.http_version)
+    if live.transfer != resp["transfer"]:
+        d("transfer", resp["transfer"], live.transfer)
+    rec_h = [(str(k), str(v)) for k, v in resp["headers"]]
+    got_h = [(k, v) for k, v in live.headers if k.lower() != "date"]
+    if [k for k, _ in rec_h] != [k for k, _ in got_h]:
+        d("header names", [k for k, _ in rec_h], [k for k, _ in got_h])
+    rec_body = _response_body(resp)
+    ctype = _ctype(rec_h)
+    body_varies = bool(re.search(rb'"(timestamp|execution_time|[a-z]+_at)"', rec_body))
+    got_by_name = {k.lower(): v for k, v in got_h}
+    for k, v in rec_h:
+        g = got_by_name.get(k.lower())
+        if g is None:
+            continue
+        if k.lower() == "last-modified":
+            continue
+        if k.lower() == "content-length" and body_varies:
+            if g != str(len(live.body)):
+                d("header Content-Length", "the body's length", f"{g} for {len(live.body)} bytes")
+            continue
+        if _norm_raw(v.encode()) != _norm_raw(g.encode()):
+            d(f"header {k}", v, g)
+    if bool(resp.get("closed_by_client")) != live.closed_by_client:
+        d("closed by client", bool(resp.get("closed_by_client")), live.closed_by_client)
+    if "text/event-stream" in ctype and resp["transfer"] == "chunked":
+        diffs += _compare_stream(case, i, _recorded_chunks(resp), live, float(ex["elapsed_ms"]))
+    else:
+        rb, gb = _norm_raw(rec_body), _norm_raw(live.body)
+        if rb != gb:
+            d("body", _clip(rb), _clip(gb))
+        rec_ms = float(ex["elapsed_ms"])
+        if _off(rec_ms, live.elapsed_ms):
+            d(
+                "timing elapsed",
+                f"{rec_ms:.0f} ms",
+                f"{live.elapsed_ms:.0f} ms",
+                late=live.elapsed_ms > rec_ms,
+            )
+    if bool(resp.get("error")) != bool(live.error):
+        d("body error", resp.get("error") or "none", live.error or "none")
+    return diffs
+
+
+def _clip(text: str, n: int = 400) -> str:
+    return text if len(text) <= n else text[:n] + f"... ({len(text)} chars)"
+
+
+def _race_ok(case: str, i: int, ex: dict[str, Any], live: Live) -> bool:
+    """Race outcomes the README lists as varying: the other outcome is not a difference."""
+    note = str(ex.get("note", ""))
+    if case == "bg_registration_race" and "0 ms after init" in note:
+        return live.status == 200
+    return case == "bg_interrupt_race" and i == 1 and live.status == 200
+
+
+def compare_case(case: dict[str, Any], lives: list[Live]) -> list[Difference]:
+    name = str(case["name"])
+    diffs: list[Difference] = []
+    raced = False
+    for i, (ex, live) in enumerate(zip(case["exchanges"], lives, strict=True)):
+        if _race_ok(name, i, ex, live):
+            if name == "bg_interrupt_race":
+                raced = True  # the command was stopped: what follows differs by design
+            continue
+        if raced:
+            continue
+        found = compare_exchange(name, i, ex, live)
+        if _registered_late(name, ex, live):
+            found = [dataclasses.replace(d, late=True) for d in found]
+        diffs += found
+    return diffs
+
+
+def _registered_late(case: str, ex: dict[str, Any], live: Live) -> bool:
+    """A background command not yet registered (status 404, logs 400) where the recording found
+    it: the daemon started the process later than execd did, which a busy host causes."""
+    return (
+        case == "bg_registration_race"
+        and "ms after init" in str(ex.get("note", ""))
+        and ex["response"]["status"] == 200
+        and live.status in (404, 400)
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# A whole version
+
+
+@dataclass
+class CaseResult:
+    name: str
+    exchanges: int
+    differences: list[Difference]
+    lives: list[Live]
+    retried: list[Difference] = field(default_factory=list)
+    """The first run's differences when the case was replayed once more (all of them late)."""
+
+
+def _late_only(version: str, results: list[CaseResult]) -> bool:
+    """Whether the run differs, and only by the daemon being late (never early or other)."""
+    left = [d for r in results for d in r.differences if excused(version, d) is None]
+    return bool(left) and all(d.late for d in left)
+
+
+def _replay_cases(
+    recording: dict[str, Any],
+    version: str,
+    cases: list[dict[str, Any]],
+    log_path: Path,
+    daemon: Path,
+    info: dict[str, Any],
+) -> list[CaseResult]:
+    proc = _Daemon(recording, VERSIONS[version], log_path, daemon)
+    results: list[CaseResult] = []
+    try:
+        proc.wait_listening()
+        info.setdefault("listening_after_ms", proc.listening_ms)
+        for case in cases:
+            lives = _run_case(proc, case)
+            results.append(
+                CaseResult(case["name"], len(case["exchanges"]), compare_case(case, lives), lives)
+            )
+    finally:
+        proc.stop()
+    return results
+
+
+def replay_version(
+    version: str,
+    case_glob: str = "*",
+    log_dir: Path | None = None,
+    daemon: Path = DAEMON,
+    retry: bool = True,
+) -> tuple[list[CaseResult], dict[str, Any]]:
+    """Replay the cases of one recorded version (in order) against a fresh daemon.
+
+    A loaded host (CI runs this on 2 cores, next to other work) can only ever delay the daemon
+    and the replay's reading of it, never speed them up. So when the *only* differences of the
+    whole run are late ones, the cases that have them are replayed once more and their second
+    result is the one that counts; ``info["retried"]`` and :attr:`CaseResult.retried` say so
+    and the CLI prints it. Late means a timing in which the daemon was slower than recorded,
+    or a background command that `bg_registration_race` finds not yet registered where the
+    recording found it (the daemon started the process later). This stays a real check:
+
+    - being early (faster, kinder than the real execd) is never retried, and neither is any
+      other difference: a run with one of those anywhere fails at once, so a retry never hides
+      a wrong status, header, body or event, nor an early answer;
+    - the tolerances are the same on the retry, there is one retry only, and the retried case
+      must pass it entirely (every answer and every timing); a daemon that is really slow,
+      such as a hold or a sleep longer than execd's, is late both times and fails;
+    - the retry runs in the case's own context: a fresh daemon replays every case up to the
+      last retried one in recorded order (the earlier ones only rebuild the state on disk and
+      in `/tmp` that the recording had; their second results are not used).
+    """
+    recording = load(version)
+    cases = [c for c in recording["cases"] if fnmatch.fnmatchcase(c["name"], case_glob)]
+    log_dir = log_dir or Path(tempfile.gettempdir())
+    log_path = log_dir / f"execd-replay-{version}-{os.getpid()}.log"
+    info: dict[str, Any] = {"log": str(log_path), "profile": VERSIONS[version], "retried": []}
+    results = _replay_cases(recording, version, cases, log_path, daemon, info)
+    logs = [log_path]
+    if retry and _late_only(version, results):
+        again = {r.name for r in results if any(excused(version, d) is None for d in r.differences)}
+        last = max(k for k, c in enumerate(cases) if c["name"] in again)
+        retry_log = log_dir / f"execd-replay-{version}-{os.getpid()}-retry.log"
+        logs.append(retry_log)
+        second = _replay_cases(recording, version, cases[: last + 1], retry_log, daemon, {})
+        for k, r in enumerate(second):
+            if r.name in again:
+                first = results[k]
+                results[k] = CaseResult(
+                    r.name,
+                    r.exchanges,
+                    r.differences,
+                    r.lives,
+                    [d for d in first.differences if excused(version, d) is None],
+                )
+        info["retried"] = sorted(again)
+        info["log"] = f"{log_path} (retry: {retry_log})"
+    if not any(r.differences for r in results):
+        for path in logs:
+            path.unlink(missing_ok=True)  # nothing to look into
+        info["log"] = "(removed: no differences)"
+    return results, info
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m testbed.replay", description=__doc__)
+    ap.add_argument("--version", choices=sorted(VERSIONS), default="v1.0.19")
+    ap.add_argument("--case", default="*", help="fnmatch pattern of case names (default: all)")
+    ap.add_argument("--verbose", action="store_true", help="print every difference")
+    ap.add_argument("--all", action="store_true", help="also print differences the table excuses")
+    ap.add_argument("--daemon", type=Path, default=DAEMON, help="the daemon file to replay against")
+    args = ap.parse_args(argv)
+    try:
+        results, info = replay_version(args.version, args.case, daemon=args.daemon)
+    except ReplayUnavailable as exc:
+        print(f"replay not possible: {exc}", file=sys.stderr)
+        return 2
+    total_ex = sum(r.exchanges for r in results)
+    bad_ex = 0
+    bad_cases = 0
+    for r in results:
+        real = [x for x in r.differences if excused(args.version, x) is None]
+        shown = r.differences if args.all else real
+        idx = {x.exchange for x in real}
+        bad_ex += len(idx)
+        bad_cases += bool(real)
+        mark = "ok  " if not real else "DIFF"
+        again = " (replayed once more: late on the first run)" if r.retried else ""
+        print(f"{mark} {r.name}: {len(idx)} of {r.exchanges} exchanges differ{again}")
+        for x in r.retried:
+            print(f"       first run: {x}")
+        if shown and (args.verbose or len(shown) <= 6):
+            for x in shown:
+                tag = " (deliberate)" if excused(args.version, x) else ""
+                print(f"       {x}{tag}")
+        elif shown:
+            for x in shown[:6]:
+                print(f"       {x}")
+            print(f"       ... {len(shown) - 6} more (--verbose)")
+    retried = info["retried"]
+    print(
+        f"{args.version} (profile {info['profile']}): {bad_ex} of {total_ex} exchanges differ "
+        f"in {bad_cases} of {len(results)} cases"
+        + (
+            f"; replayed once more (late only on the first run): {', '.join(retried)}"
+            if retried
+            else ""
+        )
+        + f"; daemon log {info['log']}"
+    )
+    return 1 if bad_ex else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

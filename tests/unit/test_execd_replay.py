@@ -1,0 +1,305 @@
+"""The testbed daemon answers the recorded requests as the real execd did (tests/testbed/replay.py).
+
+One test per recorded (version, case): the daemon runs in the version's profile, in the recorded
+daemon context, and every exchange must match the recording after the README's normalisation,
+except for the entries of ``replay.DELIBERATE_DIFFERENCES``. The comparison itself is checked on
+the recordings alone first: a recording matches itself, and a changed answer is caught.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import re
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testbed import replay
+
+Replayed = tuple[list[replay.CaseResult], dict[str, Any]]
+
+CASES = [(v, str(c["name"])) for v in replay.VERSIONS for c in replay.load(v)["cases"]]
+
+
+def _replay_or_reason(version: str) -> Replayed | replay.ReplayUnavailable:
+    try:
+        return replay.replay_version(version)
+    except replay.ReplayUnavailable as exc:
+        return exc
+
+
+@pytest.fixture(scope="session")
+def replayed() -> Iterator[Callable[[str], Replayed]]:
+    """The replay of each version, run once per session, all versions at the same time.
+
+    Each version runs in a process of its own (its own daemon, private /tmp and port), so the
+    two replays do not share a GIL; together they take about as long as one (~115 s).
+    """
+    futures: dict[str, Future[Replayed | replay.ReplayUnavailable]] = {}
+    pool = ProcessPoolExecutor(
+        max_workers=len(replay.VERSIONS), mp_context=multiprocessing.get_context("spawn")
+    )
+
+    def get(version: str) -> Replayed:
+        if not futures:
+            for v in replay.VERSIONS:
+                futures[v] = pool.submit(_replay_or_reason, v)
+        got = futures[version].result()
+        if isinstance(got, replay.ReplayUnavailable):
+            pytest.skip(f"the replay cannot run here: {got}")
+        return got
+
+    yield get
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.mark.parametrize(("version", "case"), CASES, ids=[f"{v}-{c}" for v, c in CASES])
+def test_case_matches_recording(
+    replayed: Callable[[str], Replayed], version: str, case: str
+) -> None:
+    results, info = replayed(version)
+    result = next(r for r in results if r.name == case)
+    left = [d for d in result.differences if replay.excused(version, d) is None]
+    assert not left, f"daemon log {info['log']}\n" + "\n".join(str(d) for d in left)
+    if result.retried:  # passed on the second run: say so in the test report
+        print(f"{version} {case}: replayed once more after " + "; ".join(map(str, result.retried)))
+
+
+def test_every_deliberate_difference_is_still_needed(
+    replayed: Callable[[str], Replayed],
+) -> None:
+    used: set[replay.Deliberate] = set()
+    for version in replay.VERSIONS:
+        results, _info = replayed(version)
+        for result in results:
+            for diff in result.differences:
+                entry = replay.excused(version, diff)
+                if entry is not None:
+                    used.add(entry)
+    unused = [e for e in replay.DELIBERATE_DIFFERENCES if e not in used]
+    assert not unused, f"entries that excuse nothing any more: {unused}"
+
+
+# ----------------------------------------------------------------- the comparison on its own
+
+
+def _as_live(exchange: dict[str, Any]) -> replay.Live:
+    """What a daemon answering exactly like the recording would give the replay."""
+    resp = exchange["response"]
+    body = replay._response_body(resp)
+    chunks = replay._recorded_chunks(resp) if resp["transfer"] == "chunked" else None
+    return replay.Live(
+        status=resp["status"],
+        reason=resp["reason"],
+        http_version=resp["http_version"],
+        headers=[("Date", "Tue, 01 Dec 2026 08:00:00 GMT"), *map(tuple, resp["headers"])],
+        transfer=resp["transfer"],
+        body=body,
+        chunks=chunks,
+        elapsed_ms=float(exchange["elapsed_ms"]),
+        closed_by_client=bool(resp.get("closed_by_client")),
+        error=str(resp.get("error") or ""),
+    )
+
+
+@pytest.mark.parametrize("version", sorted(replay.VERSIONS))
+def test_a_recording_matches_itself(version: str) -> None:
+    for case in replay.load(version)["cases"]:
+        lives = [_as_live(ex) for ex in case["exchanges"]]
+        assert replay.compare_case(case, lives) == [], case["name"]
+
+
+def _case(name: str) -> dict[str, Any]:
+    return next(c for c in replay.load("v1.0.19")["cases"] if c["name"] == name)
+
+
+def _events(live: replay.Live) -> list[bytes]:
+    assert live.chunks is not None
+    return [data for _ms, data in live.chunks]
+
+
+def _with_chunks(live: replay.Live, chunks: list[tuple[float, bytes]]) -> replay.Live:
+    live.chunks = chunks
+    live.body = b"".join(c for _, c in chunks)
+    return live
+
+
+def test_ids_and_timestamps_are_normalised_but_text_and_escapes_are_not() -> None:
+    case = _case("cmd_printf_u2028_u2029")
+    live = _as_live(case["exchanges"][0])
+    assert live.chunks is not None
+    other = [
+        (
+            ms,
+            re.sub(rb"[0-9a-f]{32}", b"0123456789abcdef0123456789abcdef", data).replace(
+                b'"timestamp":17961', b'"timestamp":17962'
+            ),
+        )
+        for ms, data in live.chunks
+    ]
+    assert other != live.chunks
+    assert replay.compare_case(case, [_with_chunks(_as_live(case["exchanges"][0]), other)]) == []
+    # the same text with U+2028 sent raw instead of escaped is a difference
+    raw = [(ms, data.replace(b"\\u2028", "\u2028".encode())) for ms, data in live.chunks]
+    diffs = replay.compare_case(case, [_with_chunks(_as_live(case["exchanges"][0]), raw)])
+    assert [d.what for d in diffs] == ["event 1"]
+
+
+def test_missing_ping_wrong_line_and_short_hold_are_caught() -> None:
+    case = _case("cmd_printf_crlf")
+    live = _as_live(case["exchanges"][0])
+    assert live.chunks is not None
+    no_ping = [(ms, d) for ms, d in live.chunks if b'"ping"' not in d]
+    diffs = replay.compare_case(case, [_with_chunks(_as_live(case["exchanges"][0]), no_ping)])
+    assert {d.what for d in diffs} == {"ping after init", "ping count"}
+    kept_cr = [(ms, d.replace(b'"text":"a"', b'"text":"a\\r\\n"')) for ms, d in live.chunks]
+    diffs = replay.compare_case(case, [_with_chunks(_as_live(case["exchanges"][0]), kept_cr)])
+    assert [d.what for d in diffs] == ["event 1"]
+    quick = _as_live(case["exchanges"][0])
+    quick.elapsed_ms = quick.chunks[-1][0] + 5 if quick.chunks else 0.0
+    assert [d.what for d in replay.compare_case(case, [quick])] == ["timing hold"]
+
+
+def test_status_headers_and_poll_timing_are_caught() -> None:
+    case = _case("cmd_sleep_between_prints")
+    live = _as_live(case["exchanges"][0])
+    assert live.chunks is not None
+    early = [(ms if b'"one"' not in d else 3.0, d) for ms, d in live.chunks]
+    diffs = replay.compare_case(case, [_with_chunks(live, early)])
+    assert [d.what for d in diffs] == ["timing event 1"]
+    # a busy host may make the daemon somewhat late, never early: an interrupt answered at
+    # once (instead of after ~50 ms) is a difference, one answered 60 ms late is not
+    case = _case("cmd_interrupt")
+    lives = [_as_live(ex) for ex in case["exchanges"]]
+    lives[1].elapsed_ms = 1.0
+    assert [(d.exchange, d.what) for d in replay.compare_case(case, lives)] == [
+        (1, "timing elapsed")
+    ]
+    lives[1].elapsed_ms = float(case["exchanges"][1]["elapsed_ms"]) + 60
+    assert replay.compare_case(case, lives) == []
+    case = _case("cmd_interrupt_errors")
+    lives = [_as_live(ex) for ex in case["exchanges"]]
+    lives[1].status = 404
+    lives[2].headers.insert(1, ("Server", "execd-py"))
+    diffs = replay.compare_case(case, lives)
+    assert [(d.exchange, d.what) for d in diffs] == [(1, "status"), (2, "header names")]
+
+
+def test_only_the_listed_races_may_go_the_other_way() -> None:
+    case = _case("bg_registration_race")
+    lives = [_as_live(ex) for ex in case["exchanges"]]
+    lives[1].status = 200  # 0 ms after init: may already be registered
+    assert replay.compare_case(case, lives) == []
+    lives[4].status = 404  # 5 ms after init: was registered in every recording
+    assert [(d.exchange, d.what) for d in replay.compare_case(case, lives)] == [(4, "status")]
+    # not registered yet: the daemon was late (retried once), never early
+    assert [d.late for d in replay.compare_case(case, lives)] == [True]
+    lives[4].status = 500
+    assert [d.late for d in replay.compare_case(case, lives)] == [False]
+
+
+def test_deliberate_differences_are_few_and_explained() -> None:
+    assert len(replay.DELIBERATE_DIFFERENCES) <= 8
+    names = {str(c["name"]) for c in replay.load("v1.0.19")["cases"]}
+    for entry in replay.DELIBERATE_DIFFERENCES:
+        assert entry.case in names
+        assert entry.version in ("*", *replay.VERSIONS)
+        assert len(entry.why) > 20
+
+
+def test_recordings_are_complete_copies() -> None:
+    """The repo's copies hold both versions, the same cases in the same order, with a README."""
+    a, b = replay.load("v1.0.19"), replay.load("v1.0.18")
+    assert a["format"] == b["format"] == 1
+    assert [c["name"] for c in a["cases"]] == [c["name"] for c in b["cases"]]
+    assert len(CASES) == 2 * len(a["cases"]) == 114
+    assert (replay.RECORDINGS / "README.md").read_text().startswith("# Recorded exchanges")
+
+
+# ----------------------------------------------------------------- the retry of late timings
+
+
+def _result(name: str, *diffs: replay.Difference) -> replay.CaseResult:
+    return replay.CaseResult(name, 1, list(diffs), [])
+
+
+LATE = replay.Difference(
+    "cmd_sleep_between_prints", 0, "timing event 1", "1010 ms", "1400 ms", True
+)
+EARLY = replay.Difference("cmd_sleep_between_prints", 0, "timing event 1", "1010 ms", "900 ms")
+
+
+def _fake_runs(
+    monkeypatch: pytest.MonkeyPatch, runs: list[list[replay.CaseResult]]
+) -> list[list[str]]:
+    """replay_version with daemons replaced by `runs` (one list of results per daemon started);
+    returns the case names each daemon was asked to replay."""
+    asked: list[list[str]] = []
+
+    def fake(
+        recording: dict[str, Any],
+        version: str,
+        cases: list[dict[str, Any]],
+        log_path: Path,
+        daemon: Path,
+        info: dict[str, Any],
+    ) -> list[replay.CaseResult]:
+        asked.append([str(c["name"]) for c in cases])
+        by_name = {r.name: r for r in runs[len(asked) - 1]}
+        return [by_name.get(str(c["name"]), _result(str(c["name"]))) for c in cases]
+
+    monkeypatch.setattr(replay, "_replay_cases", fake)
+    return asked
+
+
+def test_a_late_case_is_replayed_once_more_in_its_context_and_must_pass(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    asked = _fake_runs(monkeypatch, [[_result("cmd_sleep_between_prints", LATE)], []])
+    results, info = replay.replay_version("v1.0.19", log_dir=tmp_path)
+    names = [str(c["name"]) for c in replay.load("v1.0.19")["cases"]]
+    last = names.index("cmd_sleep_between_prints")
+    assert asked == [names, names[: last + 1]]  # the retry rebuilds the earlier cases' state
+    assert info["retried"] == ["cmd_sleep_between_prints"]
+    result = results[last]
+    assert result.differences == [] and result.retried == [LATE]
+    # late again on the retry: the case fails
+    _fake_runs(monkeypatch, [[_result("cmd_sleep_between_prints", LATE)]] * 2)
+    results, info = replay.replay_version("v1.0.19", log_dir=tmp_path)
+    assert results[last].differences == [LATE]
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        [_result("cmd_sleep_between_prints", EARLY)],
+        [_result("cmd_sleep_between_prints", LATE), _result("cmd_exit_code", EARLY)],
+        [
+            _result("cmd_sleep_between_prints", LATE),
+            _result("files_info", replay.Difference("files_info", 0, "status", "404", "200")),
+        ],
+    ],
+    ids=["early", "late-and-early", "late-and-status"],
+)
+def test_nothing_is_retried_when_a_difference_is_not_lateness(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, first: list[replay.CaseResult]
+) -> None:
+    asked = _fake_runs(monkeypatch, [first, []])
+    results, info = replay.replay_version("v1.0.19", log_dir=tmp_path)
+    assert len(asked) == 1 and info["retried"] == []
+    got = sorted(str(d) for r in results for d in r.differences)
+    assert got == sorted(str(d) for r in first for d in r.differences)
+
+
+def test_timing_differences_say_whether_the_daemon_was_late() -> None:
+    case = _case("cmd_interrupt")
+    lives = [_as_live(ex) for ex in case["exchanges"]]
+    lives[1].elapsed_ms = 1.0
+    assert [d.late for d in replay.compare_case(case, lives)] == [False]
+    lives[1].elapsed_ms = float(case["exchanges"][1]["elapsed_ms"]) + 400
+    assert [(d.what, d.late) for d in replay.compare_case(case, lives)] == [
+        ("timing elapsed", True)
+    ]
