@@ -18,10 +18,11 @@ from opensandbox.models.execd import ExecutionHandlers, OutputMessage, RunComman
 # printf output with an empty line in the middle: its framing tells execd generations apart.
 PRINTF = r"printf 'one\n\nthree\n'"
 EXPECTED_EVENTS = {
-    # execd <= 1.0.x: one event per line, ending stripped, a blank line is "\n", last "\n" lost
-    "legacy": ["one", "\n", "three"],
-    # before upstream PR #902: blank lines dropped
-    "ancient": ["one", "three"],
+    # execd v1.0.17-v1.0.19: one event per line, ending stripped, a blank line is "\n"
+    "1.0.19": ["one", "\n", "three"],
+    "1.0.18": ["one", "\n", "three"],
+    # v1.0.16 and older (modelled): blank lines dropped
+    "1.0.16": ["one", "three"],
 }
 
 
@@ -81,11 +82,12 @@ async def test_command_and_binary_file_round_trip(
         await _dispose(sandbox)
 
 
-@pytest.mark.parametrize("mode", ["modern", "legacy", "ancient"])
+@pytest.mark.parametrize("mode", ["1.1", "1.0.19", "1.0.18", "1.0.16"])
 async def test_output_framing_modes(
     testbed_env: dict[str, str], sandbox_image: str, mode: str
 ) -> None:
-    sandbox = await _create(testbed_env, sandbox_image, env={"OSB_EXECD_FRAMING": mode})
+    """A sandbox's env picks its daemon's generation profile, whatever the testbed's default."""
+    sandbox = await _create(testbed_env, sandbox_image, env={"OSB_EXECD_PROFILE": mode})
     try:
         texts: list[str] = []
 
@@ -98,7 +100,7 @@ async def test_output_framing_modes(
             handlers=ExecutionHandlers(on_stdout=on_stdout),
         )
         assert execution.error is None
-        if mode == "modern":
+        if mode == "1.1":
             # Newer execd: texts carry their own line endings, chunked as the output arrives.
             assert "".join(texts) == "one\n\nthree\n"
         else:

@@ -18,29 +18,70 @@ from opensandbox_core import (
 )
 
 
-def framing_spec(image: str, mode: str) -> SandboxSpec:
-    """A spec whose testbed daemon frames output like execd `mode` (modern, legacy, ancient)."""
-    return SandboxSpec(image=image, env={"OSB_EXECD_FRAMING": mode})
+def profile_spec(image: str, profile: str) -> SandboxSpec:
+    """A spec whose testbed daemon behaves as execd generation `profile` (1.0.19, 1.0.18, 1.1,
+    1.0.16), whatever the testbed's default profile."""
+    return SandboxSpec(image=image, env={"OSB_EXECD_PROFILE": profile})
 
 
-# (shell command, exact expected stdout). Each is checked in modern framing; the ones that end
-# with a newline and have no CR are also exact in legacy framing.
+# (shell command, exact expected stdout): exact on every supported generation.
 CASES = [
     ("printf 'a\\n\\nb\\n'", "a\n\nb\n"),
     ("printf 'no newline'", "no newline"),
     ("printf 'crlf\\r\\nline\\r\\n'", "crlf\r\nline\r\n"),
+    ("printf '10%%\\r100%%\\n'", "10%\r100%\n"),
+    ("printf 'a\\r'", "a\r"),
     ("printf '\\n\\n\\n'", "\n\n\n"),
+    ("printf '\\n\\na\\n\\n\\nb'", "\n\na\n\n\nb"),
     ("printf 'é☃𝄞\\n'", "é☃𝄞\n"),
     ("printf '\\377ok\\n'", "\ufffdok\n"),
+    ("printf '\\377\\376a'", "\ufffd\ufffda"),
+    ("printf 'x\\302\\205y\\n'", "x\x85y\n"),
+    ("printf 'l\\342\\200\\250s\\342\\200\\251p'", "l\u2028s\u2029p"),
+    ("printf 'a\\tb\\000c\\033[1md\\n'", "a\tb\x00c\x1b[1md\n"),
 ]
+STDERR_CASE = ("printf 'o\\r\\n'; printf 'e1\\r\\n\\ne2' >&2", "o\r\n", "e1\r\n\ne2")
 
 
-async def test_exact_output_modern(session: AsyncSandboxSession) -> None:
-    assert session.framing is Framing.MODERN
+async def test_exact_output(session: AsyncSandboxSession) -> None:
+    """Byte-exact output on the testbed's own profile (every profile runs this)."""
     for command, expected in CASES:
         result = await session.run(command)
         assert result.stdout == expected, command
         assert result.exit_code == 0
+    command, out, err = STDERR_CASE
+    result = await session.run(command)
+    assert (result.stdout, result.stderr) == (out, err)
+
+
+@pytest.mark.parametrize(
+    ("profile", "framing"),
+    [("1.0.19", Framing.LEGACY), ("1.0.18", Framing.LEGACY), ("1.1", Framing.MODERN)],
+)
+async def test_exact_output_on_every_generation(
+    sandbox_image: str, profile: str, framing: Framing
+) -> None:
+    async with AsyncSandboxSession(profile_spec(sandbox_image, profile)) as sb:
+        for command, expected in CASES:
+            assert (await sb.run(command)).stdout == expected, command
+        command, out, err = STDERR_CASE
+        result = await sb.run(command)
+        assert (result.stdout, result.stderr) == (out, err)
+        assert sb.framing is framing
+        # execd's per-command output files do not pile up: once the deletions sent in the
+        # background have landed, only the listing command's own two files are there.
+        count = "ls -1 \"${TMPDIR:-/tmp}\" | grep -cE '^[0-9a-f]{32}\\.std(out|err)$'"
+        for _ in range(20):
+            listing = await sb.run(count)
+            if listing.stdout == "2\n":
+                break
+            await asyncio.sleep(0.1)
+        assert listing.stdout == "2\n"
+        # No read of the daemon's one-second hold after completion.
+        durations = []
+        for _ in range(5):
+            durations.append((await sb.run("true")).duration)
+        assert sorted(durations)[2] < 0.5, durations
 
 
 async def test_one_mebibyte_single_line(session: AsyncSandboxSession) -> None:
@@ -151,22 +192,26 @@ async def test_bad_timeouts(session: AsyncSandboxSession, bad: object) -> None:
         await session.run("true", timeout=bad)  # type: ignore[arg-type]
 
 
-async def test_legacy_framing_is_reconstructed(sandbox_image: str) -> None:
-    async with AsyncSandboxSession(framing_spec(sandbox_image, "legacy")) as sb:
-        assert sb.framing is Framing.LEGACY
-        for command, expected in CASES:
-            if expected.endswith("\n") and "\r" not in expected:
-                assert (await sb.run(command)).stdout == expected, command
-        result = await sb.run("printf 'x\\n\\ny\\n'; printf 'e\\n\\n' >&2")
-        assert (result.stdout, result.stderr) == ("x\n\ny\n", "e\n\n")
+async def test_timeout_output_is_exact(session: AsyncSandboxSession) -> None:
+    with pytest.raises(CommandTimeoutError) as info:
+        await session.run("printf 'a\\r\\nno end'; sleep 30", timeout=1.0)
+    assert info.value.stdout == "a\r\nno end"
+
+
+async def test_output_cap_is_exact_on_raw_output(session: AsyncSandboxSession) -> None:
+    result = await session.run("printf 'ab\\r\\ncd\\r\\n%.0s' $(seq 1000)", max_output=1024)
+    assert result.truncated
+    assert result.stdout == ("ab\r\ncd\r\n" * 200)[:1024]
 
 
 async def test_ancient_framing_is_refused_with_the_fix(sandbox_image: str) -> None:
-    session = AsyncSandboxSession(framing_spec(sandbox_image, "ancient"))
+    session = AsyncSandboxSession(profile_spec(sandbox_image, "1.0.16"))
     try:
         with pytest.raises(UnsupportedDaemonError) as info:
             await session.run("true")
-        assert 'execd_image = "opensandbox/execd:release-1.2.0"' in str(info.value)
+        message = str(info.value)
+        assert "v1.0.16 or older" in message
+        assert 'execd_image = "opensandbox/execd:v1.0.19"' in message
         assert isinstance(info.value, SandboxUnavailableError)
     finally:
         await session.destroy()

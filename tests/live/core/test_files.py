@@ -5,12 +5,18 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import posixpath
 import resource
 from collections.abc import AsyncIterator
 
 import pytest
 
-from opensandbox_core import AsyncSandboxSession, ConfigurationError, OutputLimitError
+from opensandbox_core import (
+    AsyncSandboxSession,
+    ConfigurationError,
+    OutputLimitError,
+    SandboxSpec,
+)
 
 
 async def test_binary_round_trip_and_parents(session: AsyncSandboxSession) -> None:
@@ -163,3 +169,129 @@ async def test_256_mib_round_trip_with_bounded_memory(session: AsyncSandboxSessi
     print(f"256 MiB round trip: peak RSS grew by {grown:.1f} MiB")
     assert grown < 64, f"client memory grew by {grown:.0f} MiB for a streamed 256 MiB transfer"
     await session.remove("/tmp/huge.bin")
+
+
+DOLLAR_NAMES = [
+    "price$5.txt",
+    "pid$$.txt",
+    "brace${}.txt",
+    "x$HOMEy",
+    "$HOME",
+    "${HOME}",
+    "at$@star$*",
+    "ends-with$",
+    "~",
+    "~root",
+]
+
+
+async def _names_on_disk(session: AsyncSandboxSession, directory: str) -> list[str]:
+    result = await session.run(["find", directory, "-mindepth", "1", "-printf", "%P\\0"])
+    assert result.exit_code == 0, result.stderr
+    return sorted(n for n in result.stdout.split("\0") if n)
+
+
+async def test_dollar_and_tilde_names_are_taken_literally(session: AsyncSandboxSession) -> None:
+    """execd expands `$` and a leading `~` in paths; the core never lets it."""
+    base = "/tmp/dollar"
+    for name in DOLLAR_NAMES:
+        for path in (f"{base}/{name}", f"{base}/in$1dir/{name}", f"dollar-rel/{name}"):
+            data = f"content of {path}".encode()
+            await session.write_bytes(path, data)
+            assert await session.read_bytes(path) == data, path
+            info = await session.stat(path)
+            assert (info.kind, info.size, info.name) == ("file", len(data), name), path
+            parent = path.rsplit("/", 1)[0]
+            assert name in [e.name for e in await session.list_dir(parent)], path
+    expected = sorted([*DOLLAR_NAMES, "in$1dir", *(f"in$1dir/{n}" for n in DOLLAR_NAMES)])
+    assert await _names_on_disk(session, base) == expected
+    await session.make_dir(f"{base}/made$1/${{x}}")
+    assert (await session.stat(f"{base}/made$1/${{x}}")).is_dir
+    for name in DOLLAR_NAMES:
+        await session.remove(f"{base}/{name}")
+        assert not await session.exists(f"{base}/{name}")
+    await session.remove(f"{base}/in$1dir")
+    await session.remove(f"{base}/made$1")
+    assert await _names_on_disk(session, base) == []
+    home = (await session.run(["sh", "-c", 'printf %s "$HOME"'])).stdout
+    assert "dollar" not in (await session.run(["ls", "-A", home or "/root"])).stdout
+
+
+async def test_dotdot_resolves_like_the_kernel(session: AsyncSandboxSession) -> None:
+    await session.run(["sh", "-c", "mkdir -p /tmp/kd/real/inner && ln -s real/inner /tmp/kd/jump"])
+    await session.write_bytes("/tmp/kd/jump/../via-link.txt", b"x")
+    assert await session.read_bytes("/tmp/kd/real/via-link.txt") == b"x"
+    await session.write_bytes("/tmp/kd/missing/../up.txt", b"y")  # like mkdir -p, then ..
+    assert await session.read_bytes("/tmp/kd/up.txt") == b"y"
+    assert await session.read_bytes("/tmp/kd/missing/../up.txt") == b"y"
+    with pytest.raises(FileNotFoundError):
+        await session.read_bytes("/tmp/kd/other-missing/../up.txt")
+    assert [e.name for e in await session.list_dir("/tmp/kd/jump/..")] == [
+        "inner",
+        "via-link.txt",
+    ]
+    await session.write_bytes("../kd-up.txt", b"z")  # relative to the working dir
+    workdir = await session.working_dir()
+    assert await session.read_bytes(posixpath.join(posixpath.dirname(workdir), "kd-up.txt")) == b"z"
+
+
+async def test_setuid_setgid_and_sticky_bits_are_applied(session: AsyncSandboxSession) -> None:
+    await session.write_bytes("/tmp/suid.sh", b"#!/bin/sh\n", mode=0o4755)
+    mode = await session.run(["stat", "-c", "%a", "/tmp/suid.sh"])
+    assert mode.stdout == "4755\n"
+    await session.write_bytes("/tmp/suid.sh", b"#!/bin/sh\necho 2\n")  # an overwrite keeps them
+    assert (await session.run(["stat", "-c", "%a", "/tmp/suid.sh"])).stdout == "4755\n"
+    await session.write_bytes("/tmp/sticky", b"", mode=0o1600)
+    assert (await session.run(["stat", "-c", "%a", "/tmp/sticky"])).stdout == "1600\n"
+
+
+async def test_v1_0_18_file_api_gives_the_same_results(sandbox_image: str) -> None:
+    """A sandbox whose execd has v1.0.18's file API (no /directories/list, /files/info follows
+    symlinks and has no type, missing paths are 500): every core file operation still works."""
+    from opensandbox_core._session import _file_api_cache
+
+    spec = SandboxSpec(image=sandbox_image, env={"OSB_EXECD_PROFILE": "1.0.18"})
+    async with AsyncSandboxSession(spec) as sb:
+        await sb.write_bytes("/tmp/v18/a.txt", b"aa")
+        await sb.run(
+            ["sh", "-c", "cd /tmp/v18 && ln -s a.txt link && ln -s nowhere dangling && mkdir d"]
+        )
+        assert sb.id is not None
+        api = _file_api_cache[(sb.connection.resolved_domain(), sb.id)]
+        assert not api.lstat_info and not api.has_list, "the sandbox runs a v1.0.19 file API"
+        assert await sb.read_bytes("/tmp/v18/link") == b"aa"
+        entries = {e.name: (e.kind, e.is_dir, e.is_file) for e in await sb.list_dir("/tmp/v18")}
+        assert entries == {
+            "a.txt": ("file", False, True),
+            "d": ("directory", True, False),
+            "dangling": ("symlink", False, False),
+            "link": ("symlink", False, True),
+        }
+        assert await sb.exists("/tmp/v18/dangling")
+        assert not await sb.exists("/tmp/v18/missing")
+        with pytest.raises(FileNotFoundError):
+            await sb.stat("/tmp/v18/missing")
+        with pytest.raises(FileNotFoundError):
+            await sb.read_bytes("/tmp/v18/missing")
+        with pytest.raises(NotADirectoryError):
+            await sb.list_dir("/tmp/v18/a.txt")
+        await sb.write_bytes("/tmp/v18/link", b"through")
+        assert await sb.read_bytes("/tmp/v18/a.txt") == b"through"
+        await sb.make_dir("/tmp/v18/d/e")
+        await sb.remove("/tmp/v18/d")
+        assert not await sb.exists("/tmp/v18/d")
+        await sb.write_bytes("/tmp/v18/price$5.txt", b"5")
+        assert await _names_on_disk(sb, "/tmp/v18") == sorted(
+            ["a.txt", "dangling", "link", "price$5.txt"]
+        )
+
+
+async def test_a_dollar_cwd_is_entered_literally(session: AsyncSandboxSession) -> None:
+    await session.make_dir("/tmp/cwd/p$$q/${HOME}")
+    result = await session.run("pwd; ls -A ..", cwd="/tmp/cwd/p$$q/${HOME}")
+    assert result.stdout == "/tmp/cwd/p$$q/${HOME}\n${HOME}\n"
+    process = await session.start_background(["pwd"], cwd="/tmp/cwd/p$$q")
+    assert await process.wait(timeout=30) == 0
+    assert (await process.read_output()).text == "/tmp/cwd/p$$q\n"
+    with pytest.raises(FileNotFoundError):
+        await session.run("pwd", cwd="/tmp/cwd/missing$1")

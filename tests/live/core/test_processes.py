@@ -8,7 +8,29 @@ import time
 import httpx
 import pytest
 
-from opensandbox_core import AsyncSandboxSession, SandboxPool, SandboxSpec, list_sandboxes
+from opensandbox_core import (
+    AsyncSandboxSession,
+    BackgroundProcess,
+    SandboxPool,
+    SandboxSpec,
+    list_sandboxes,
+)
+
+
+async def _alive(session: AsyncSandboxSession, pid: str) -> bool:
+    """Whether `pid` is a live process (not gone, not a zombie) in the sandbox."""
+    probe = f'S=$(cut -d\' \' -f3 /proc/{pid}/stat 2>/dev/null); [ -n "$S" ] && [ "$S" != Z ]'
+    return (await session.run(probe)).exit_code == 0
+
+
+async def _read_pid(session: AsyncSandboxSession, path: str) -> str:
+    for _ in range(200):
+        if await session.exists(path):
+            text = (await session.read_bytes(path)).decode().strip()
+            if text:
+                return text
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{path} never appeared")
 
 
 async def test_background_process_status_output_and_stop(session: AsyncSandboxSession) -> None:
@@ -41,6 +63,67 @@ async def test_background_stop_kills_the_process_group(session: AsyncSandboxSess
     else:
         pytest.fail("the background process's child survived stop()")
     await proc.stop()  # idempotent
+
+
+@pytest.mark.parametrize("profile", ["1.0.19", "1.1"])
+async def test_background_handle_is_usable_at_once(sandbox_image: str, profile: str) -> None:
+    """execd registers a background command only after it started (status 404 right after
+    `init` on the real v1.0.19); the handle start_background returns works at once."""
+    spec = SandboxSpec(image=sandbox_image, env={"OSB_EXECD_PROFILE": profile})
+    async with AsyncSandboxSession(spec) as sb:
+        for _ in range(5):
+            proc = await sb.start_background("sleep 5")
+            assert (await proc.status()).running
+            assert (await proc.read_output()).text == ""
+            await proc.stop()
+        durations = []
+        for _ in range(3):
+            started = time.monotonic()
+            await (await sb.start_background("true")).wait(timeout=10)
+            durations.append(time.monotonic() - started)
+        assert min(durations) < 0.9, durations  # the stream's 1 s hold is not waited for
+
+
+async def test_background_children_die_with_the_main_process(sandbox_image: str) -> None:
+    """When a background main process exits, execd kills its process group: `cmd &` and
+    `nohup cmd &` children die; `keep_running` starts one that survives."""
+    spec = SandboxSpec(image=sandbox_image, env={"OSB_EXECD_PROFILE": "1.0.19"})
+    async with AsyncSandboxSession(spec) as sb:
+        plain = await sb.start_background("sleep 300 & echo $! > /tmp/plain.pid")
+        nohup = await sb.start_background(
+            "nohup sleep 300 >/dev/null 2>&1 & echo $! > /tmp/nohup.pid"
+        )
+        kept_line = BackgroundProcess.keep_running("sleep 300", log="/tmp/kept.log")
+        kept = await sb.start_background(f"{kept_line}; echo $! > /tmp/kept.pid")
+        for proc in (plain, nohup, kept):
+            assert await proc.wait(timeout=30) == 0
+        plain_pid = await _read_pid(sb, "/tmp/plain.pid")
+        nohup_pid = await _read_pid(sb, "/tmp/nohup.pid")
+        kept_pid = await _read_pid(sb, "/tmp/kept.pid")
+        for _ in range(50):
+            if not await _alive(sb, plain_pid) and not await _alive(sb, nohup_pid):
+                break
+            await asyncio.sleep(0.1)
+        assert not await _alive(sb, plain_pid), "a `cmd &` child outlived its main process"
+        assert not await _alive(sb, nohup_pid), "a `nohup cmd &` child outlived its main process"
+        assert await _alive(sb, kept_pid), "keep_running's child died with the main process"
+        await sb.run(["kill", "-KILL", f"-{kept_pid}"])
+
+
+async def test_discard_removes_the_output_file(sandbox_image: str) -> None:
+    spec = SandboxSpec(image=sandbox_image, env={"OSB_EXECD_PROFILE": "1.0.19"})
+    async with AsyncSandboxSession(spec) as sb:
+        proc = await sb.start_background("echo hello; sleep 300")
+        for _ in range(100):
+            if (await proc.read_output()).text == "hello\n":
+                break
+            await asyncio.sleep(0.05)
+        listing = f'ls "${{TMPDIR:-/tmp}}"/{proc.id}.output'
+        assert (await sb.run(listing)).exit_code == 0
+        await proc.discard()
+        assert not (await proc.status()).running
+        assert (await sb.run(listing)).exit_code != 0
+        await proc.discard()  # idempotent
 
 
 async def test_background_output_is_bounded_on_the_client(session: AsyncSandboxSession) -> None:

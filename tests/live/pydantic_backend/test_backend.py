@@ -23,9 +23,9 @@ from pydantic_ai_opensandbox import OpenSandboxBackend
 async def test_ancient_execd_raises_unavailable_with_the_fix(
     sandbox_image: str, created_refs: list[WorkspaceRef]
 ) -> None:
-    # The testbed daemon frames output like an execd older than 1.1.1 when asked to.
+    # The testbed daemon drops blank lines like execd v1.0.16 and older when asked to.
     session = AsyncSandboxSession(
-        SandboxSpec(image=sandbox_image, env={"OSB_EXECD_FRAMING": "ancient"})
+        SandboxSpec(image=sandbox_image, env={"OSB_EXECD_PROFILE": "1.0.16"})
     )
     with pytest.raises(UnsupportedDaemonError):
         await session.start()
@@ -36,8 +36,28 @@ async def test_ancient_execd_raises_unavailable_with_the_fix(
     backend = OpenSandboxBackend(ref=ref)
     with pytest.raises(WorkspaceUnavailableError) as info:
         await backend.run(["true"])
-    assert "drops the line breaks" in str(info.value)
-    assert 'execd_image = "opensandbox/execd:release-1.2.0"' in str(info.value)
+    assert "drops the blank lines" in str(info.value)
+    assert 'execd_image = "opensandbox/execd:v1.0.19"' in str(info.value)
+    await backend.aclose()
+
+
+@pytest.mark.parametrize("profile", ["1.0.19", "1.0.18"])
+async def test_line_framed_execd_works_with_exact_output(
+    sandbox_image: str, created_refs: list[WorkspaceRef], profile: str
+) -> None:
+    """Older execd (v1.0.17+, line-framed) works: output is byte-exact, nothing is refused."""
+    session = AsyncSandboxSession(
+        SandboxSpec(image=sandbox_image, env={"OSB_EXECD_PROFILE": profile})
+    )
+    await session.start()
+    assert session.id is not None
+    ref = WorkspaceRef(provider="opensandbox", id=session.id)
+    created_refs.append(ref)
+    await session.aclose()
+    backend = OpenSandboxBackend(ref=ref)
+    result = await backend.run(["printf", "a\\r\\nb\\n\\nc"])
+    assert result.exit_code == 0
+    assert result.stdout == "a\r\nb\n\nc"
     await backend.aclose()
 
 

@@ -1,10 +1,21 @@
-"""Output reconstruction from execd event texts, for each framing."""
+"""Output reconstruction from execd event texts, for each framing (LEGACY's rebuild is the
+fallback and what streaming callbacks see; the exact LEGACY result comes from execd's raw
+output files, tested in test_wire_replay)."""
 
 from __future__ import annotations
 
 import pytest
 
-from opensandbox_core._framing import Framing, OutputBuffer, classify_probe, rebuild
+from opensandbox_core._framing import (
+    SUPPORTED_EXECD_IMAGE,
+    UPGRADE_EXECD,
+    Framing,
+    OutputBuffer,
+    classify_probe,
+    describe,
+    rebuild,
+    whole_characters,
+)
 
 
 def _legacy_events(output: str) -> list[str]:
@@ -74,3 +85,30 @@ def test_output_buffer_memory_is_bounded() -> None:
         buf.add("x" * 1000)
     assert len(buf.text()) == 1024
     assert buf.total_bytes == 10_000_000
+
+
+def test_every_generation_is_described_for_users() -> None:
+    assert "exact" in describe(Framing.MODERN)
+    assert "v1.0.17 to v1.0.19" in describe(Framing.LEGACY)
+    assert "v1.0.16 or older" in describe(Framing.ANCIENT)
+
+
+def test_upgrade_advice_names_a_real_tag_pattern() -> None:
+    assert SUPPORTED_EXECD_IMAGE == "opensandbox/execd:v1.0.19"
+    assert f'execd_image = "{SUPPORTED_EXECD_IMAGE}"' in UPGRADE_EXECD
+    assert "vX.Y.Z" in UPGRADE_EXECD
+
+
+@pytest.mark.parametrize(
+    ("data", "kept"),
+    [
+        (b"ab", b"ab"),
+        (b"a\xe2\x82", b"a"),  # the first two bytes of a three-byte character
+        (b"a\xe2\x82\xac", b"a\xe2\x82\xac"),
+        (b"\xf0\x9d\x84", b""),
+        (b"a\xff", b"a\xff"),  # an invalid byte is kept: it decodes to U+FFFD
+        (b"", b""),
+    ],
+)
+def test_whole_characters_drops_only_a_cut_character(data: bytes, kept: bytes) -> None:
+    assert whole_characters(data) == kept

@@ -2,17 +2,36 @@
 
 A `BackgroundProcess` is a handle, not a connection: it holds only the sandbox session and the
 execution id, so it can be re-created later (`session.background(id)`) by whoever knows the id.
+
+What execd does with a background command, and what this module does about it:
+
+- execd announces the command's id before the process has started and registers it only after
+  the start, so a status, output or stop call made right after the announcement can be told
+  "command not found" (real v1.0.19: every time at 0 ms, found after about 5 ms).
+  `start_background` returns only once execd knows the process: the handle is usable at once.
+- When the main process exits, execd kills its whole process group with SIGKILL: children
+  started with `cmd &` or `nohup cmd &` die with it. A server should therefore be the main
+  process itself (`exec server`, or the command line that runs it), which lives as long as the
+  handle's process. A child that must outlive the main process has to leave the group before
+  the main process exits: `BackgroundProcess.keep_running(command)` builds a command line that
+  starts `command` with `setsid` and waits until it has left (see docs/core.md).
+- execd writes the combined output to `<tmpdir>/<id>.output` and never deletes it.
+  `BackgroundProcess.discard()` stops the process and deletes that file once its output is no
+  longer wanted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import posixpath
+import shlex
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._errors import CommandTimeoutError, ConfigurationError
+from ._errors import CommandTimeoutError, ConfigurationError, ServerError
 from ._execd import ExecdError
 
 if TYPE_CHECKING:
@@ -20,7 +39,11 @@ if TYPE_CHECKING:
 
 __all__ = ["BackgroundProcess", "OutputChunk", "ProcessStatus"]
 
+logger = logging.getLogger(__name__)
+
 DEFAULT_MAX_CHUNK = 1024 * 1024
+_REGISTRATION_BUDGET = 5.0
+"""Seconds `start_background` waits for execd to register a started process."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +69,11 @@ class OutputChunk:
 
 
 class BackgroundProcess:
-    """A command running in the background inside the sandbox (dev servers, watchers, jobs)."""
+    """A command running in the background inside the sandbox (dev servers, watchers, jobs).
+
+    When its main process exits, execd kills the whole process group (`cmd &` and `nohup cmd &`
+    children too); `keep_running` builds a command line whose child survives that.
+    """
 
     def __init__(self, session: AsyncSandboxSession, execution_id: str) -> None:
         if not isinstance(execution_id, str) or not execution_id:
@@ -56,6 +83,27 @@ class BackgroundProcess:
 
     def __repr__(self) -> str:
         return f"BackgroundProcess(id={self.id!r}, sandbox={self._session.id!r})"
+
+    @staticmethod
+    def keep_running(command: str, *, log: str = "/dev/null") -> str:
+        """A shell command line that starts `command` (a shell line) in a session of its own,
+        with its output in `log`, and returns once it has left the caller's process group.
+
+        execd kills a background main process's whole process group when that process exits,
+        so `cmd &` and `nohup cmd &` die with it; what `keep_running` starts survives it (and
+        survives `stop()` of the handle that started it: stop it yourself, e.g. by its pid,
+        which `$!` holds after the line). Use it inside `start_background` or `run`:
+        `await session.run(BackgroundProcess.keep_running("python3 -m http.server 8000"))`.
+        """
+        if not isinstance(command, str) or not command.strip() or "\0" in command:
+            raise ConfigurationError("command must be a non-empty shell command line.")
+        if not isinstance(log, str) or not log or "\0" in log:
+            raise ConfigurationError("log must be a non-empty path.")
+        return (
+            f"setsid sh -c {shlex.quote(command)} >{shlex.quote(log)} 2>&1 </dev/null & "
+            'until [ ! -e /proc/$! ] || [ "$(cut -d\' \' -f6 /proc/$!/stat)" = "$!" ]; '
+            "do sleep 0.01; done"
+        )
 
     async def status(self) -> ProcessStatus:
         clients, execd = await self._session._file_op()
@@ -114,24 +162,88 @@ class BackgroundProcess:
         except Exception as exc:
             await self._session._fail(clients, exc, "stop a background process", execd=execd)
 
+    async def discard(self) -> None:
+        """Stop the process if it still runs and delete the output file execd keeps for it
+        (`<tmpdir>/<id>.output`, never deleted by execd). Afterwards `read_output` fails: call
+        it when the output is no longer wanted. Idempotent; a no-op for the file where the
+        sandbox's temp dir is unknown."""
+        await self.stop()
+        _, execd = await self._session._file_op()
+        directory = self._session._output_dir
+        if directory is None or "/" in self.id or self.id in ("", ".", ".."):
+            return
+        deadline = time.monotonic() + 3.5  # stop = SIGTERM, then SIGKILL after 3 s
+        while time.monotonic() < deadline:
+            try:
+                if not (await self.status()).running:
+                    break
+            except Exception:
+                break
+            await asyncio.sleep(0.05)
+        await execd.discard_files([posixpath.join(directory, self.id + ".output")])
+
+
+def _not_registered(exc: ExecdError) -> bool:
+    """execd's answer for a background command it announced but has not registered yet."""
+    return exc.status == 404 and "command not found" in exc.message
+
 
 async def start_background(
     session: AsyncSandboxSession,
     body: Mapping[str, Any],
 ) -> BackgroundProcess:
+    """Start a background command and return its handle once execd has registered it.
+
+    The stream is read until its completion event (execd sends it right after starting the
+    process) and closed without waiting for execd's one-second hold; then the status is asked
+    until execd stops answering "command not found" (a few ms), at most `_REGISTRATION_BUDGET`.
+    """
     clients, execd = await session._file_op()
     execution_id: str | None = None
+    failure: str | None = None
     try:
-        async for event in execd.run_events({**body, "background": True}):
-            if event.get("type") == "init":
-                execution_id = str(event.get("text") or "") or None
-                break
+        async with asyncio.timeout(_REGISTRATION_BUDGET * 6):
+            events = execd.run_events({**body, "background": True})
+            try:
+                async for event in events:
+                    kind = event.get("type")
+                    if kind == "init":
+                        execution_id = str(event.get("text") or "") or None
+                    elif kind == "execution_complete":
+                        break
+                    elif kind == "error":
+                        error = event.get("error") or {}
+                        failure = f"{error.get('ename')}: {error.get('evalue')}"[:300]
+                        break
+            finally:
+                await events.aclose()
     except Exception as exc:
         await session._fail(clients, exc, "start a background process", execd=execd)
     if execution_id is None:
-        from ._errors import ServerError
-
         raise ServerError(f"Sandbox {session.id} did not return an id for the background process.")
+    if failure is not None:
+        raise ServerError(
+            f"The background process could not start in sandbox {session.id}: {failure}"
+        )
+    deadline = time.monotonic() + _REGISTRATION_BUDGET
+    delay = 0.002
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            await execd.command_status(execution_id)
+            break
+        except ExecdError as exc:
+            if not _not_registered(exc) or time.monotonic() >= deadline:
+                await session._fail(clients, exc, "start a background process", execd=execd)
+        except Exception as exc:
+            await session._fail(clients, exc, "start a background process", execd=execd)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.05)
+    if attempts > 1:
+        logger.debug(
+            "background command %s registered after %d status calls", execution_id, attempts
+        )
     return BackgroundProcess(session, execution_id)
 
 

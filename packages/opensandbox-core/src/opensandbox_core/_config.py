@@ -21,9 +21,15 @@ if TYPE_CHECKING:
     import httpx
     from opensandbox.config import ConnectionConfig
 
-__all__ = ["DEFAULT_DOMAIN", "Connection", "SandboxSpec"]
+__all__ = ["DEFAULT_DOMAIN", "DEFAULT_LIFETIME", "Connection", "SandboxSpec"]
 
 DEFAULT_DOMAIN = "localhost:8080"
+DEFAULT_LIFETIME = 1800.0
+"""Seconds a created sandbox may stay unused before the server deletes it, unless told otherwise.
+
+The same 30 minutes in every package (the Deep Agents seed's `timeout` default); see the lifetime
+table in `docs/architecture.md`. While an operation runs, the sandbox is renewed (see `_lifetime`).
+"""
 ENV_DOMAIN = "OPEN_SANDBOX_DOMAIN"
 ENV_API_KEY = "OPEN_SANDBOX_API_KEY"
 
@@ -166,8 +172,10 @@ class SandboxSpec:
     - `resource`: limits such as `{"cpu": "1", "memory": "2Gi"}`.
     - `allow_internet_access`: `False` asks the server for a deny-all egress policy.
     - `secure_access`: ask for Secure Access (Kubernetes with the ingress gateway only).
-    - `lifetime`: seconds the sandbox may stay unused before the server deletes it; every
-      operation renews it. `None` keeps it until it is destroyed.
+    - `lifetime`: seconds the sandbox may stay unused before the server deletes it, files
+      included (default `DEFAULT_LIFETIME`, 30 minutes). Every operation renews it as it starts,
+      and a running command keeps renewing it, so only idle time counts. `None` keeps the sandbox
+      until it is destroyed. The server refuses a create below 60 s.
     - `metadata`: extra labels; the library adds its own ownership tag.
     - `ready_timeout`: seconds to wait for the sandbox's daemon after create.
     """
@@ -178,7 +186,7 @@ class SandboxSpec:
     resource: Mapping[str, str] | None = None
     allow_internet_access: bool = True
     secure_access: bool = False
-    lifetime: float | None = None
+    lifetime: float | None = DEFAULT_LIFETIME
     metadata: Mapping[str, str] = field(default_factory=dict)
     ready_timeout: float = 60.0
 

@@ -45,7 +45,7 @@ import httpx
 from . import _errors
 from ._config import ENV_API_KEY, ENV_DOMAIN, Connection, SandboxSpec
 from ._errors import InsecureSandboxWarning, OpenSandboxError, UnsupportedDaemonError
-from ._framing import Framing
+from ._framing import SUPPORTED_EXECD_IMAGE, Framing, describe
 from ._session import LIBRARY_KEY, LIBRARY_VALUE, AsyncSandboxSession
 
 __all__ = ["CheckResult", "DoctorOptions", "main", "parse_duration", "run_doctor"]
@@ -63,9 +63,15 @@ server's habit of creating missing host paths never fires; mounting it exposes t
 HOST_PATH_PROBE: Final = "/etc"
 PROBE_MOUNT: Final = "/mnt/opensandbox-doctor-probe"
 EXECD_FIX: Final = (
-    'set execd_image = "opensandbox/execd:release-1.2.0" (or newer) under [runtime] in the '
-    "server's config, restart the server and create new sandboxes"
+    f'set execd_image = "{SUPPORTED_EXECD_IMAGE}" (or any v1.0.17 or newer; upstream tags are '
+    "vX.Y.Z) under [runtime] in the server's config, restart the server and create new sandboxes"
 )
+GENERATIONS: Final = {
+    Framing.MODERN: "1.1",
+    Framing.LEGACY: "v1.0.17-v1.0.19",
+    Framing.ANCIENT: "v1.0.16 or older",
+}
+"""The execd generation each output framing stands for, as the doctor names it."""
 LATENCY_RUNS: Final = 10
 LATENCY_WARN_SECONDS: Final = 1.0
 THROUGHPUT_BYTES: Final = 8 * 1024 * 1024
@@ -606,9 +612,10 @@ class _Doctor:
                 self.add(
                     "execd-framing",
                     "FAIL",
-                    f"ancient execd: {exc}",
+                    f"execd {GENERATIONS[Framing.ANCIENT]}: {describe(Framing.ANCIENT)}. {exc}",
                     EXECD_FIX,
                     framing=Framing.ANCIENT.value,
+                    generation=GENERATIONS[Framing.ANCIENT],
                 )
                 self._skip_perf("no usable sandbox")
                 return
@@ -623,19 +630,26 @@ class _Doctor:
                 self._skip_perf("no sandbox")
                 return
             framing = session.framing
-            if framing is Framing.MODERN:
+            exact = framing is Framing.MODERN or session._output_dir is not None
+            if framing is not None and exact:
                 self.add(
-                    "execd-framing", "PASS", "modern execd: output keeps its own line breaks",
+                    "execd-framing",
+                    "PASS",
+                    f"execd {GENERATIONS[framing]}: {describe(framing)}",
                     framing=framing.value,
-                )  # fmt: skip
+                    generation=GENERATIONS[framing],
+                )
             else:
                 self.add(
                     "execd-framing",
                     "WARN",
-                    "legacy execd (1.0.x): one event per line; output is rebuilt, but the "
-                    "order of interleaved stdout and stderr is lost",
-                    EXECD_FIX,
+                    f"execd {GENERATIONS[Framing.LEGACY]} (line-framed events), but its raw "
+                    "output files were not found in its temp dir: output is rebuilt from lines "
+                    "(a missing final newline and \\r\\n line endings are not kept exactly)",
+                    f"run an unmodified execd image ({SUPPORTED_EXECD_IMAGE} or any v1.0.17 "
+                    "or newer) and do not clean its temp dir from inside the sandbox",
                     framing=framing.value if framing else None,
+                    generation=GENERATIONS[Framing.LEGACY],
                 )
             await self._check_latency(session)
             await self._check_throughput(session)

@@ -74,13 +74,23 @@ class UnsupportedDaemonError(SandboxUnavailableError):
 
 
 class CommandTimeoutError(OpenSandboxError, TimeoutError):
-    """A command ran past its timeout and was stopped. The output it printed until then is kept."""
+    """A command ran past its timeout and was stopped. The output it printed until then is kept
+    (`truncated`: the output cap cut `stdout` or `stderr`)."""
 
-    def __init__(self, message: str, *, timeout: float, stdout: str = "", stderr: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        timeout: float,
+        stdout: str = "",
+        stderr: str = "",
+        truncated: bool = False,
+    ) -> None:
         super().__init__(message)
         self.timeout = timeout
         self.stdout = stdout
         self.stderr = stderr
+        self.truncated = truncated
 
 
 class OutputLimitError(OpenSandboxError):
@@ -221,6 +231,9 @@ def _raise_for_status(
 # Go's os.PathError and syscall texts, as execd reports them, mapped to builtin exceptions.
 _PATH_ERRORS: tuple[tuple[str, type[OSError], int], ...] = (
     ("no such file or directory", FileNotFoundError, errno.ENOENT),
+    # execd v1.0.18: "error accessing file: file not found: X", "source path not found: X".
+    ("file not found", FileNotFoundError, errno.ENOENT),
+    ("path not found", FileNotFoundError, errno.ENOENT),
     ("not a directory", NotADirectoryError, errno.ENOTDIR),
     ("is a directory", IsADirectoryError, errno.EISDIR),
     ("permission denied", PermissionError, errno.EACCES),

@@ -12,6 +12,8 @@ them through `_errors` (the one translation point).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping
@@ -20,6 +22,8 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+
+from ._framing import EventSplitter
 
 logger = logging.getLogger(__name__)
 
@@ -70,22 +74,6 @@ async def _raise_for(response: httpx.Response) -> None:
     raise ExecdError(response.status_code, code, message, from_execd=from_execd)
 
 
-def _parse_event(line: str) -> dict[str, Any] | None:
-    line = line.strip()
-    if not line or line.startswith(":"):
-        return None
-    if line.startswith("data:"):
-        line = line[5:].strip()
-    elif line.startswith(("event:", "id:", "retry:")):
-        return None
-    try:
-        event = json.loads(line)
-    except ValueError:
-        logger.debug("ignoring a malformed execd event line (%d chars)", len(line))
-        return None
-    return event if isinstance(event, dict) else None
-
-
 class ExecdClient:
     """HTTP calls to one execd. Not thread-safe; one per event loop."""
 
@@ -102,6 +90,7 @@ class ExecdClient:
             limits=httpx.Limits(max_connections=200, max_keepalive_connections=64)
         )
         self._timeout = httpx.Timeout(request_timeout)
+        self._cleanups: set[asyncio.Task[None]] = set()
         self._client = httpx.AsyncClient(
             base_url=endpoint.base_url,
             headers=dict(endpoint.headers),
@@ -110,6 +99,10 @@ class ExecdClient:
         )
 
     async def aclose(self) -> None:
+        if self._cleanups:  # let pending deletions of command output files finish (bounded)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(5.0):
+                    await asyncio.gather(*self._cleanups, return_exceptions=True)
         await self._client.aclose()
         if self._owns_transport:
             await self._transport.aclose()
@@ -136,10 +129,73 @@ class ExecdClient:
             timeout=timeout,
         ) as response:
             await _raise_for(response)
-            async for line in response.aiter_lines():
-                event = _parse_event(line)
-                if event is not None:
+            splitter = EventSplitter()
+            async for chunk in response.aiter_bytes():
+                for event in splitter.feed(chunk):
                     yield event
+            for event in splitter.close():
+                yield event
+
+    async def read_head(self, path: str, limit: int) -> bytes | None:
+        """The first `limit` bytes of a file (one HTTP Range request), or None if it is missing.
+
+        Reads no more than `limit` bytes even where a server ignores the Range header.
+        """
+        headers = {"Range": f"bytes=0-{max(limit, 1) - 1}"}
+        kept = bytearray()
+        async with self._client.stream(
+            "GET", "/files/download", params={"path": path}, headers=headers
+        ) as response:
+            if response.status_code == 404:
+                return None
+            if response.status_code == 416:  # an empty file, on some servers
+                return b""
+            await _raise_for(response)
+            async for chunk in response.aiter_bytes():
+                kept += chunk[: limit - len(kept)]
+                if len(kept) >= limit:
+                    break
+        return bytes(kept[:limit])
+
+    async def take_outputs(
+        self, base: str, *, stdout: bool, stderr: bool, limit: int
+    ) -> tuple[bytes | None, bytes | None]:
+        """Read (the first `limit` bytes of) a finished command's raw `<base>.stdout` and
+        `<base>.stderr` files, only those asked for, then delete both (one request, sent in the
+        background).
+
+        A file that could not be read is None. The deletion is best effort: a failure is logged
+        and the result still returned.
+        """
+
+        async def head(wanted: bool, path: str) -> bytes | None:
+            return await self.read_head(path, limit) if wanted else b""
+
+        paths = [base + ".stdout", base + ".stderr"]
+        try:
+            if stdout and stderr:
+                out, err = await asyncio.gather(head(True, paths[0]), head(True, paths[1]))
+            else:
+                out, err = await head(stdout, paths[0]), await head(stderr, paths[1])
+        finally:
+            self.discard_later(paths)
+        return out, err
+
+    def discard_later(self, paths: list[str]) -> None:
+        """Delete files in the background, off the caller's path (`aclose` waits for it)."""
+        task = asyncio.get_running_loop().create_task(self.discard_files(paths))
+        self._cleanups.add(task)
+        task.add_done_callback(self._cleanups.discard)
+
+    async def discard_files(self, paths: list[str]) -> None:
+        """Delete files (missing ones are fine); never raises, only logs."""
+        try:
+            response = await self._client.delete(
+                "/files", params=[("path", p) for p in paths], timeout=10.0
+            )
+            await _raise_for(response)
+        except (httpx.HTTPError, ExecdError) as exc:
+            logger.debug("could not delete %d execd output files (%s)", len(paths), exc)
 
     async def interrupt(self, execution_id: str) -> None:
         response = await self._client.delete("/command", params={"id": execution_id}, timeout=10.0)
@@ -270,6 +326,40 @@ class ExecdClient:
             await _raise_for(response)
             async for chunk in response.aiter_bytes(chunk_size):
                 yield chunk
+
+    async def download_range(self, path: str, start: int, length: int) -> bytes:
+        """Up to `length` bytes of a file from byte `start` (one HTTP Range request): fewer at
+        the end of the file, none past it.
+
+        Where a server ignores the Range header (200), the bytes before `start` are skipped
+        and the transfer stops after `length` bytes.
+        """
+        if length <= 0:
+            return b""
+        headers = {"Range": f"bytes={start}-{start + length - 1}"}
+        kept = bytearray()
+        async with self._client.stream(
+            "GET", "/files/download", params={"path": path}, headers=headers
+        ) as response:
+            if response.status_code == 416:  # the range starts at or past the end
+                return b""
+            await _raise_for(response)
+            ignored = response.status_code == 200
+            skip = start if ignored else 0
+            async for chunk in response.aiter_bytes():
+                if skip:
+                    dropped = min(skip, len(chunk))
+                    chunk, skip = chunk[dropped:], skip - dropped
+                kept += chunk[: length - len(kept)]
+                # A 206 body is read to its end, which keeps the connection for the next call.
+                if ignored and len(kept) >= length:
+                    break
+        return bytes(kept)
+
+    async def replace(self, path: str, old: str, new: str) -> None:
+        """Replace every occurrence of `old` (not empty) with `new` in a file, in place."""
+        response = await self._client.post("/files/replace", json={path: {"old": old, "new": new}})
+        await _raise_for(response)
 
 
 def _random_token() -> str:

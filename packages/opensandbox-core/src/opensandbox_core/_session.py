@@ -1,7 +1,8 @@
 """`AsyncSandboxSession`: one sandbox, created or attached on first use.
 
-Verified against opensandbox-server 1.1.1 and the opensandbox SDK 1.1.1 (November 2026) with the
-project's execd-compatible testbed daemon in its three framing modes.
+Verified against opensandbox-server 1.1.1 and the opensandbox SDK 1.1.1 (November 2026), with
+recorded exchanges of the real execd v1.0.19 and v1.0.18 (tests/data/execd-recordings) and the
+project's testbed daemon in its generation profiles (1.0.19, 1.0.18, 1.1, 1.0.16).
 
 Rules this module keeps:
 - Construction does no I/O. The first operation creates the sandbox (built from a `SandboxSpec`)
@@ -40,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import httpx
 
-from . import _errors
+from . import _errors, _files
 from ._config import Connection, SandboxSpec, validate_env
 from ._errors import (
     CommandTimeoutError,
@@ -53,7 +54,18 @@ from ._errors import (
     path_error,
 )
 from ._execd import EXECD_PORT, ExecdClient, ExecdEndpoint, ExecdError
-from ._framing import PROBE_COMMAND, Framing, OutputBuffer, classify_probe, rebuild
+from ._framing import (
+    PROBE_COMMAND,
+    PROBE_OUTPUT,
+    UPGRADE_EXECD,
+    Framing,
+    OutputBuffer,
+    classify_probe,
+    decode_output,
+    rebuild,
+    whole_characters,
+)
+from ._lifetime import renewing
 from ._types import CommandResult, FileInfo, FileKind, TransferResult
 
 if TYPE_CHECKING:
@@ -101,6 +113,9 @@ OutputCallback = Callable[[Literal["stdout", "stderr"], str], Awaitable[None] | 
 # Verdicts that hold for a sandbox whatever session asks: keyed by (domain, sandbox id).
 _framing_cache: dict[tuple[str, str], Framing] = {}
 _workdir_cache: dict[tuple[str, str, str | None], str] = {}
+_file_api_cache: dict[tuple[str, str], _files.FileApi] = {}
+_output_dir_cache: dict[tuple[str, str], str | None] = {}
+_warned_rebuilt: set[str | None] = set()
 
 
 def _octal_digits(mode: int) -> int:
@@ -176,6 +191,8 @@ class AsyncSandboxSession:
     - `recover_timeout`: how long to look for a sandbox whose create response was lost.
     """
 
+    _output_dir: str | None = None  # where execd keeps raw command output (see `_probe`)
+
     def __init__(
         self,
         spec: SandboxSpec | None = None,
@@ -216,7 +233,9 @@ class AsyncSandboxSession:
         self._env = validate_env(env)
         self._max_output = max_output
         self._recover_timeout = float(recover_timeout)
-        self._owner_token = uuid.uuid4().hex
+        # Made on first use, not here: construction stays free of I/O and of randomness, which
+        # durable engines (Temporal's workflow sandbox) refuse in workflow code.
+        self._owner_token: str | None = None
         self._sandbox_id = sandbox_id.strip() if sandbox_id else None
         self._owned = False
         self._create_sent = False
@@ -248,6 +267,8 @@ class AsyncSandboxSession:
     @property
     def owner_token(self) -> str:
         """The value of the ownership tag (`OWNER_KEY`) this session puts on a sandbox it creates."""
+        if self._owner_token is None:
+            self._owner_token = uuid.uuid4().hex
         return self._owner_token
 
     @property
@@ -295,10 +316,14 @@ class AsyncSandboxSession:
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
     ) -> BackgroundProcess:
-        """Start a command that keeps running (a dev server, a watcher); returns at once.
+        """Start a command that keeps running (a dev server, a watcher); returns at once, with
+        a handle that execd already knows (it registers a process only after starting it).
 
         `timeout` (seconds, default none) stops it after that long. Use the handle to read its
-        status and output from a cursor and to stop it (its whole process group).
+        status and output from a cursor and to stop it (its whole process group). When the
+        command's main process exits, execd kills its whole process group: `cmd &` and
+        `nohup cmd &` children die with it. Make the server the main process, or start what
+        must outlive it with `BackgroundProcess.keep_running(...)`.
         """
         from ._background import command_body, start_background
 
@@ -307,6 +332,7 @@ class AsyncSandboxSession:
         await self._ensure()
         assert self._ready is not None
         workdir = self._ready.working_dir if cwd is None else self._resolve(cwd)
+        command, workdir = await self._literal_cwd(command, workdir)
         return await start_background(
             self, command_body(command, cwd=workdir, env=envs, timeout=limit)
         )
@@ -495,7 +521,7 @@ class AsyncSandboxSession:
 
         spec = self._spec
         assert spec is not None
-        metadata = {**spec.metadata, OWNER_KEY: self._owner_token, LIBRARY_KEY: LIBRARY_VALUE}
+        metadata = {**spec.metadata, OWNER_KEY: self.owner_token, LIBRARY_KEY: LIBRARY_VALUE}
         if not self._create_sent:
             self._create_sent = True
             try:
@@ -544,12 +570,10 @@ class AsyncSandboxSession:
         from opensandbox.models.sandboxes import SandboxFilter
 
         result = await clients.sandboxes.list_sandboxes(
-            SandboxFilter(metadata={OWNER_KEY: self._owner_token}, page_size=20)
+            SandboxFilter(metadata={OWNER_KEY: self.owner_token}, page_size=20)
         )
         items = [
-            s
-            for s in result.sandbox_infos
-            if (s.metadata or {}).get(OWNER_KEY) == self._owner_token
+            s for s in result.sandbox_infos if (s.metadata or {}).get(OWNER_KEY) == self.owner_token
         ]
         if not items:
             return None
@@ -623,31 +647,42 @@ class AsyncSandboxSession:
     async def _probe(
         self, clients: _LoopClients, execd: ExecdClient, sandbox_id: str
     ) -> tuple[Framing, str]:
-        """Learn the output framing and the canonical working dir (one command, cached)."""
+        """Learn the execd generation (its output framing), the canonical working dir and where
+        execd keeps each command's raw output (one command and two small requests, cached).
+
+        The probe prints a known text to stdout (`PROBE_COMMAND`: its events tell the framing),
+        the working dir and the daemon's temp dir (Go's `os.TempDir()`: `$TMPDIR`, else `/tmp`)
+        to stderr. Its own raw stdout file is then read back: if it holds the probe's exact
+        bytes, commands take their exact output from those files (line-framed execd) and clean
+        them up (every generation); then the probe's own files are deleted.
+        """
         key = (self._connection.resolved_domain(), sandbox_id)
         wd_key = (*key, self._working_dir_config)
         framing = _framing_cache.get(key)
         workdir = _workdir_cache.get(wd_key)
-        if framing is not None and workdir is not None:
+        if framing is not None and workdir is not None and key in _output_dir_cache:
+            self._output_dir = _output_dir_cache[key]
             return framing, workdir
         if self._working_dir_config:
             quoted = shlex.quote(self._working_dir_config)
             setup = f"mkdir -p -- {quoted} && cd -- {quoted} && pwd -P >&2"
         else:
             setup = "pwd -P >&2"
-        command = f"{setup}; {PROBE_COMMAND}"
+        command = f"{setup}; printf '{_TMP_MARK}%s\\n' \"${{TMPDIR:-/tmp}}\" >&2; {PROBE_COMMAND}"
         stdout: list[str] = []
         stderr: list[str] = []
-        finished: list[bool] = []
+        state: dict[str, Any] = {"id": None, "done": False}
 
         def handle(event: Mapping[str, Any]) -> None:
             kind = event.get("type")
-            if kind == "stdout":
+            if kind == "init":
+                state["id"] = str(event.get("text") or "") or None
+            elif kind == "stdout":
                 stdout.append(str(event.get("text", "")))
             elif kind == "stderr":
                 stderr.append(str(event.get("text", "")))
             elif kind in ("execution_complete", "error"):
-                finished.append(True)
+                state["done"] = True
 
         try:
             async with asyncio.timeout(60):
@@ -655,7 +690,7 @@ class AsyncSandboxSession:
                     execd,
                     {"command": command, "timeout": 30000},
                     handle,
-                    done=lambda: bool(finished),
+                    done=lambda: bool(state["done"]),
                 )
         except Exception as exc:
             await self._fail(clients, exc, "start using the sandbox", execd=execd)
@@ -666,29 +701,63 @@ class AsyncSandboxSession:
                 f"execd daemon (got {stdout[:5]!r}).",
                 sandbox_id=sandbox_id,
             )
+        text = "".join(rebuild(framing, t) for t in stderr)
+        tmp_lines = [line for line in text.splitlines() if line.startswith(_TMP_MARK)]
+        tmp_dir = tmp_lines[-1][len(_TMP_MARK) :] if tmp_lines else ""
+        output_dir = await self._find_output_dir(execd, state["id"], tmp_dir, framing)
         if framing is Framing.ANCIENT:
             raise UnsupportedDaemonError(
-                f"Sandbox {sandbox_id} runs an execd older than 1.1.1 that drops the line breaks "
-                "from command output, so output cannot be reconstructed. Set "
-                'execd_image = "opensandbox/execd:release-1.2.0" (or newer) under [runtime] in '
-                "the server's config and create a new sandbox.",
+                f"Sandbox {sandbox_id} runs an execd of v1.0.16 or older, which drops the blank "
+                "lines (line breaks) from command output, so output cannot be reconstructed. "
+                f"{UPGRADE_EXECD}",
                 sandbox_id=sandbox_id,
             )
-        text = "".join(rebuild(framing, t) for t in stderr).strip()
-        lines = [line for line in text.splitlines() if line.startswith("/")]
+        lines = [line for line in text.strip().splitlines() if line.startswith("/")]
         if not lines:
             raise ConfigurationError(
                 f"The working directory {self._working_dir_config!r} could not be created or "
-                f"entered in sandbox {sandbox_id}: {text[:300]!r}"
+                f"entered in sandbox {sandbox_id}: {text.strip()[:300]!r}"
             )
         workdir = lines[-1]
         _framing_cache[key] = framing
         _workdir_cache[wd_key] = workdir
+        _output_dir_cache[key] = output_dir
+        self._output_dir = output_dir
         return framing, workdir
+
+    async def _find_output_dir(
+        self, execd: ExecdClient, probe_id: str | None, tmp_dir: str, framing: Framing
+    ) -> str | None:
+        """The directory that holds execd's `<id>.stdout|.stderr` files (checked on the probe's
+        own file, which is then deleted), or None where they are not found."""
+        if not probe_id or not tmp_dir.startswith("/") or not _COMMAND_ID.fullmatch(probe_id):
+            found = None
+        else:
+            directory = posixpath.normpath(tmp_dir)
+            base = posixpath.join(directory, probe_id)
+            try:
+                head = await execd.read_head(base + ".stdout", len(PROBE_OUTPUT) + 1)
+            except (httpx.HTTPError, ExecdError) as exc:
+                logger.debug("could not read the probe's raw output file (%s)", exc)
+                head = None
+            found = directory if head == PROBE_OUTPUT else None
+            if head is not None:
+                execd.discard_later([base + ".stdout", base + ".stderr"])
+        if found is None and framing is Framing.LEGACY:
+            logger.warning(
+                "Sandbox %s: execd's raw output files were not found in %r, so command output "
+                "is rebuilt from its line events: a missing final newline and \\r\\n line endings "
+                "are not kept exactly.",
+                self._sandbox_id,
+                tmp_dir,
+            )
+        return found
 
     def _forget(self, sandbox_id: str) -> None:
         key = (self._connection.resolved_domain(), sandbox_id)
         _framing_cache.pop(key, None)
+        _output_dir_cache.pop(key, None)
+        _file_api_cache.pop(key, None)
         for wd_key in [k for k in _workdir_cache if k[:2] == key]:
             _workdir_cache.pop(wd_key, None)
 
@@ -799,6 +868,12 @@ class AsyncSandboxSession:
         no limit; omitted: the session default). On timeout or cancellation the command's whole
         process group is stopped inside the sandbox, and `CommandTimeoutError` carries the
         output printed until then. `on_output(stream, text)` sees output as it streams.
+
+        Output is byte-exact on every supported execd generation. On line-framed execd
+        (v1.0.17 to v1.0.19) the events carry one line each without its ending, so the result
+        is read from the raw output files execd keeps for the command (one Range download per
+        stream that printed, then both files are deleted); `on_output` then sees the lines as
+        the events carry them, each with `"\\n"` added. See docs/core.md, "execd versions".
         """
         shell_command = _command_text(command)
         limit = (
@@ -815,14 +890,17 @@ class AsyncSandboxSession:
         assert clients.execd is not None
         execd = clients.execd
         workdir = self._ready.working_dir if cwd is None else self._resolve(cwd)
-        body: dict[str, Any] = {"command": shell_command, "cwd": workdir}
+        shell_command, sent_cwd = await self._literal_cwd(shell_command, workdir)
+        body: dict[str, Any] = {"command": shell_command, "cwd": sent_cwd}
         if envs:
             body["envs"] = envs
         if limit is not None:
             body["timeout"] = max(1, math.ceil(limit * 1000))
         framing = self._ready.framing
+        output_dir = self._output_dir
         out, err = OutputBuffer(cap), OutputBuffer(cap)
         state: dict[str, Any] = {"id": None, "exit": None, "error": None}
+        seen = {"stdout": False, "stderr": False}
         started = time.monotonic()
         grace = None if limit is None else limit + min(10.0, 2.0 + limit * 0.1)
 
@@ -831,6 +909,7 @@ class AsyncSandboxSession:
             if kind == "init":
                 state["id"] = event.get("text") or None
             elif kind in ("stdout", "stderr"):
+                seen[kind] = True
                 piece = rebuild(framing, str(event.get("text", "")))
                 (out if kind == "stdout" else err).add(piece)
                 if on_output is not None:
@@ -848,39 +927,48 @@ class AsyncSandboxSession:
                     state["error"] = f"{error.get('ename')}: {error.get('evalue')}"[:300]
             return None
 
-        # Older execd (legacy framing) may send output after the completion event, so its
-        # stream is read a little longer; a modern one has sent everything by then.
-        window = 0.0 if framing is Framing.MODERN else _TRAILING_WINDOW
-
-        async def consume() -> None:
-            await _read_events(
-                execd,
-                body,
-                handle,
-                done=lambda: state["exit"] is not None or bool(state["error"]),
-                window=window,
+        async def final_output() -> tuple[str, str, bool]:
+            return await self._final_output(
+                execd, framing, output_dir, state["id"], seen, out, err, cap
             )
 
         try:
-            async with asyncio.timeout(grace):
-                await consume()
+            async with asyncio.timeout(grace), renewing(self):
+                # Reading stops at the completion (or error) event: execd holds the stream open
+                # for a second after it, and sends nothing more.
+                await _read_events(
+                    execd,
+                    body,
+                    handle,
+                    done=lambda: state["exit"] is not None or bool(state["error"]),
+                )
         except TimeoutError:
             await self._interrupt(execd, state["id"])
+            stdout, stderr, cut = await _bounded(
+                final_output(), 10.0, (out.text(), err.text(), out.truncated or err.truncated)
+            )
             raise CommandTimeoutError(
                 f"Command timed out after {limit:g} s and was stopped.",
                 timeout=limit or 0.0,
-                stdout=out.text(),
-                stderr=err.text(),
+                stdout=stdout,
+                stderr=stderr,
+                truncated=cut,
             ) from None
         except asyncio.CancelledError:
-            await self._interrupt(execd, state["id"])
+            await self._interrupt(execd, state["id"], output_dir=output_dir)
             raise
         except Exception as exc:
             where = cwd if cwd is not None else workdir
+            if isinstance(exc, ExecdError) and _MISSING_CWD in exc.message.lower():
+                # v1.0.18 says only this; v1.0.19 adds the stat error ("no such file ...").
+                raise new_path_error(FileNotFoundError, errno.ENOENT, where) from None
             await self._fail(clients, exc, "run a command", execd=execd, path=where)
         elapsed = time.monotonic() - started
         exit_code = state["exit"]
         if exit_code is None:
+            if output_dir is not None and _COMMAND_ID.fullmatch(str(state["id"] or "")):
+                base = posixpath.join(output_dir, state["id"])
+                execd.discard_later([base + ".stdout", base + ".stderr"])
             if state["error"]:
                 mapped = path_error(state["error"], workdir)
                 if mapped is not None:
@@ -898,24 +986,86 @@ class AsyncSandboxSession:
                 "run a command",
                 execd=execd,
             )
+        try:
+            stdout, stderr, truncated = await final_output()
+        except Exception as exc:
+            await self._fail(clients, exc, "read a command's output", execd=execd)
         if limit is not None and elapsed >= limit * 0.98 and exit_code in (-1, 137, 143):
             raise CommandTimeoutError(
                 f"Command timed out after {limit:g} s and was stopped.",
                 timeout=limit,
-                stdout=out.text(),
-                stderr=err.text(),
+                stdout=stdout,
+                stderr=stderr,
+                truncated=truncated,
             )
         return CommandResult(
             exit_code=int(exit_code),
-            stdout=out.text(),
-            stderr=err.text(),
-            truncated=out.truncated or err.truncated,
+            stdout=stdout,
+            stderr=stderr,
+            truncated=truncated,
             duration=elapsed,
             execution_id=state["id"],
         )
 
-    async def _interrupt(self, execd: ExecdClient, execution_id: str | None) -> None:
-        """Stop a running command's process group; never raises, never hangs."""
+    async def _final_output(
+        self,
+        execd: ExecdClient,
+        framing: Framing,
+        output_dir: str | None,
+        execution_id: str | None,
+        seen: Mapping[str, bool],
+        out: OutputBuffer,
+        err: OutputBuffer,
+        cap: int,
+    ) -> tuple[str, str, bool]:
+        """A finished command's stdout, stderr and whether the cap cut either.
+
+        Line-framed execd (LEGACY): read from the raw files execd kept (only a stream that had
+        events, at most `cap` + 1 bytes of it), so the output is byte-exact. MODERN: the events
+        are exact already. Either way execd's files for the command are deleted (one request,
+        in the background: the result does not wait for it; closing the session does).
+        Where a file cannot be read, the output rebuilt from the events is used.
+        """
+        rebuilt = (out.text(), err.text(), out.truncated or err.truncated)
+        if output_dir is None or not execution_id or not _COMMAND_ID.fullmatch(execution_id):
+            return rebuilt
+        base = posixpath.join(output_dir, execution_id)
+        if framing is not Framing.LEGACY or not (seen["stdout"] or seen["stderr"]):
+            execd.discard_later([base + ".stdout", base + ".stderr"])
+            return rebuilt
+        raw_out, raw_err = await execd.take_outputs(
+            base, stdout=seen["stdout"], stderr=seen["stderr"], limit=cap + 1
+        )
+        if (raw_out is None or raw_err is None) and self._sandbox_id not in _warned_rebuilt:
+            _warned_rebuilt.add(self._sandbox_id)
+            logger.warning(
+                "Sandbox %s: the raw output files of command %s were not found, so its output "
+                "is rebuilt from line events (a missing final newline and \\r\\n line endings "
+                "are not kept exactly).",
+                self._sandbox_id,
+                execution_id,
+            )
+        texts: list[str] = []
+        truncated = False
+        for raw, buffer in ((raw_out, out), (raw_err, err)):
+            if raw is None:
+                texts.append(buffer.text())
+                truncated = truncated or buffer.truncated
+                continue
+            exact = OutputBuffer(cap)
+            if len(raw) > cap:
+                exact.truncated = True
+                raw = whole_characters(raw[:cap])
+            exact.add(decode_output(raw))
+            texts.append(exact.text())
+            truncated = truncated or exact.truncated
+        return texts[0], texts[1], truncated
+
+    async def _interrupt(
+        self, execd: ExecdClient, execution_id: str | None, *, output_dir: str | None = None
+    ) -> None:
+        """Stop a running command's process group (and delete execd's output files of it when
+        `output_dir` is given); never raises, never hangs."""
         if not execution_id:
             return
 
@@ -923,6 +1073,11 @@ class AsyncSandboxSession:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(10):
                     await execd.interrupt(execution_id)
+            if output_dir and _COMMAND_ID.fullmatch(execution_id):
+                base = posixpath.join(output_dir, execution_id)
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(10):
+                        await execd.discard_files([base + ".stdout", base + ".stderr"])
 
         task = asyncio.ensure_future(send())
         with contextlib.suppress(asyncio.CancelledError):
@@ -930,6 +1085,11 @@ class AsyncSandboxSession:
 
     # -- files ------------------------------------------------------------------------------
     def _resolve(self, path: str) -> str:
+        """The absolute path that `path` names (relative paths start at the working dir).
+
+        Any text is taken literally: `$` and a leading `~` are never expanded (paths that execd
+        would expand go through commands, see `_files`).
+        """
         if not isinstance(path, str):
             raise ConfigurationError(f"path must be a string, got {type(path).__name__}.")
         if not path:
@@ -942,28 +1102,96 @@ class AsyncSandboxSession:
             raise ConfigurationError(
                 f"path {path!r} is not valid Unicode (it contains a lone surrogate)."
             ) from None
-        if _EXPANDED_IN_PATHS.search(path):
-            # execd expands $NAME and ${NAME} in every file path it is given: such a path would
-            # reach another file (or fail), never the one named.
-            raise ConfigurationError(
-                f"path {path!r} contains '$NAME' or '${{NAME}}', which the sandbox's daemon "
-                "expands in file paths; it cannot be addressed literally through the file API "
-                "(use a command with an argv instead)."
-            )
         if path.startswith("/"):
             return path
         assert self._ready is not None
         return posixpath.join(self._ready.working_dir, path)
+
+    async def _target(self, path: str, *, create: bool = False) -> str:
+        """The absolute path an operation works on, with `..` segments resolved like the kernel
+        does: the part up to the last `..` is canonicalised in the sandbox (symlinks followed; a
+        missing directory there is FileNotFoundError, or, with `create`, made first, as
+        `mkdir -p` of the parent would). A path without `..` is returned as `_resolve` gives it.
+        """
+        target = self._resolve(path)
+        split = _files.dotdot_split(target)
+        if split is None:
+            return target
+        head, tail = split
+        if create:
+            argv = ["sh", "-c", 'mkdir -p -- "$1" && exec realpath -z -e -- "$1"', "sh", head]
+        else:
+            argv = ["realpath", "-z", "-e", "--", head]
+        result = await self._file_command(argv, timeout=60)
+        if result.exit_code != 0 or not result.stdout.endswith("\0"):
+            text = _files.error_text(result.stderr)
+            raise path_error(text, target) or OSError(
+                errno.EINVAL, text or "could not resolve '..' in the path", target
+            )
+        real = result.stdout[:-1]
+        return posixpath.join(real, tail) if tail else real
+
+    async def _literal_cwd(self, command: str | Sequence[str], workdir: str) -> tuple[str, str]:
+        """The command text and `cwd` to send so that a command starts in `workdir` exactly.
+
+        execd expands `$` and a leading `~` in a command's `cwd` field too, so such a directory
+        is entered by the command itself (`cd -- <quoted>`, from `/`), after the same check that
+        execd makes of its `cwd` (missing: FileNotFoundError; not a directory:
+        NotADirectoryError). Used by `run` and `start_background`.
+        """
+        text = _command_text(command)
+        if _files.cwd_is_literal(workdir):
+            return text, workdir
+        assert self._ready is not None
+        if workdir != self._ready.working_dir:  # the working dir was entered by the probe
+            check = ["find", "-H", workdir, "-maxdepth", "0", "-printf", "%y"]
+            result = await self._file_command(check, timeout=60, cwd="/")
+            if result.exit_code != 0:
+                text_error = _files.error_text(result.stderr)
+                raise path_error(text_error, workdir) or OSError(
+                    errno.EIO, text_error or "could not inspect the directory", workdir
+                )
+            if result.stdout != "d":
+                raise new_path_error(NotADirectoryError, errno.ENOTDIR, workdir)
+        return _files.with_cwd(text, workdir), "/"
 
     async def _file_op(self) -> tuple[_LoopClients, ExecdClient]:
         clients = await self._ensure()
         assert clients.execd is not None
         return clients, clients.execd
 
+    async def _file_api(self, clients: _LoopClients, execd: ExecdClient) -> _files.FileApi:
+        """What this sandbox's execd file API offers; asked once per sandbox (info of `/`)."""
+        assert self._sandbox_id is not None
+        key = (self._connection.resolved_domain(), self._sandbox_id)
+        api = _file_api_cache.get(key)
+        if api is None:
+            try:
+                data = await execd.info(["/"])
+            except Exception as exc:
+                await self._fail(clients, exc, "inspect the sandbox's file API", execd=execd)
+            api = _files.FileApi.from_root_info(data)
+            if not api.lstat_info:
+                logger.info(
+                    "Sandbox %s: execd has the file API of v1.0.18 or older; paths are inspected "
+                    "and listed by commands",
+                    self._sandbox_id,
+                )
+            _file_api_cache[key] = api
+        return api
+
     async def _lstat(
         self, clients: _LoopClients, execd: ExecdClient, path: str
     ) -> dict[str, Any] | None:
-        """execd's FileInfo of a path (symlinks not followed), or None when it does not exist."""
+        """execd's FileInfo of a path (symlinks not followed), or None when it does not exist.
+
+        Where execd cannot tell (v1.0.18 and older: its info follows symlinks and has no type) or
+        would rewrite the path (`$`), one command answers instead; its answer also holds
+        `follow`: (is_dir, is_file) with symlinks followed.
+        """
+        api = await self._file_api(clients, execd)
+        if not api.lstat_info or not _files.literal(path):
+            return await self._lstat_by_command(path)
         try:
             data = await execd.info([path])
         except ExecdError as exc:
@@ -979,30 +1207,67 @@ class AsyncSandboxSession:
         info = data.get(path) or next(iter(data.values()), None)
         return info if isinstance(info, dict) else None
 
+    async def _lstat_by_command(self, path: str) -> dict[str, Any] | None:
+        result = await self._file_command(_files.stat_argv(path), timeout=60)
+        if result.exit_code != 0:
+            text = _files.error_text(result.stderr)
+            mapped = path_error(text, path)
+            if isinstance(mapped, FileNotFoundError):
+                return None
+            raise mapped or OSError(errno.EIO, text or "could not inspect the path", path)
+        records = self._records(result, path)
+        if len(records) != 1:
+            raise ServerError(
+                f"Could not inspect {path!r} in sandbox {self._sandbox_id}: the command printed "
+                f"{len(records)} records instead of one."
+            )
+        return records[0].info(path)
+
+    def _records(self, result: CommandResult, path: str) -> list[_files.Record]:
+        if result.truncated:
+            raise ServerError(
+                f"Could not list {path!r} in sandbox {self._sandbox_id}: the listing is over "
+                f"{_files.LISTING_LIMIT} bytes."
+            )
+        try:
+            return _files.parse_records(result.stdout)
+        except ValueError as exc:
+            raise ServerError(
+                f"Could not inspect {path!r} in sandbox {self._sandbox_id}: unexpected output "
+                f"of find ({exc}). The sandbox image needs GNU findutils."
+            ) from None
+
     async def realpath(self, path: str) -> str:
         """The canonical absolute path (symlinks resolved, missing names kept), like `realpath -m`."""
         await self._ensure()
         target = self._resolve(path)
-        result = await self.run(["realpath", "-m", "--", target], timeout=60)
-        if result.exit_code != 0:
-            mapped = path_error(result.stderr, target)
-            raise mapped or OSError(
-                errno.EINVAL, result.stderr.strip() or "realpath failed", target
+        result = await self._file_command(["realpath", "-z", "-m", "--", target], timeout=60)
+        if result.exit_code != 0 or not result.stdout.endswith("\0"):
+            text = _files.error_text(result.stderr)
+            raise path_error(text, target) or OSError(
+                errno.EINVAL, text or "realpath failed", target
             )
-        return result.stdout.rstrip("\n")
+        return result.stdout[:-1]
 
     async def stat(self, path: str) -> FileInfo:
         """Metadata of a path; `is_dir`/`is_file` follow symlinks. Missing: FileNotFoundError."""
         clients, execd = await self._file_op()
-        target = self._resolve(path)
+        target = await self._target(path)
         info = await self._lstat(clients, execd, target)
         if info is None:
             raise new_path_error(FileNotFoundError, errno.ENOENT, target)
-        kind = _kind(info.get("type"))
-        is_dir, is_file = kind == "directory", kind == "file"
-        if kind == "symlink":
-            is_dir, is_file = (await self._follow_kinds([target]))[0]
+        is_dir, is_file = await self._kinds(target, info)
         return _file_info(target, info, is_dir=is_dir, is_file=is_file)
+
+    async def _kinds(self, path: str, info: Mapping[str, Any]) -> tuple[bool, bool]:
+        """(is_dir, is_file) of a path whose lstat info is `info`, symlinks followed."""
+        kind = _kind(info.get("type"))
+        if kind != "symlink":
+            return kind == "directory", kind == "file"
+        follow = info.get("follow")
+        if isinstance(follow, tuple):
+            return bool(follow[0]), bool(follow[1])
+        return (await self._follow_kinds([path]))[0]
 
     async def _follow_kinds(self, paths: list[str]) -> list[tuple[bool, bool]]:
         """(is_dir, is_file) of each path with symlinks followed; broken links are neither."""
@@ -1014,74 +1279,138 @@ class AsyncSandboxSession:
         return [(k == "d", k == "f") for k in kinds]
 
     async def exists(self, path: str) -> bool:
-        """Whether the path exists (a dangling symlink counts as existing)."""
+        """Whether the path exists (a dangling symlink counts as existing). Like
+        `os.path.lexists`, a path that cannot exist (a file used as a directory, a symlink loop
+        on the way) is False; a permission error is raised."""
         clients, execd = await self._file_op()
-        target = self._resolve(path)
         try:
+            target = await self._target(path)
             return await self._lstat(clients, execd, target) is not None
-        except NotADirectoryError:
+        except PermissionError:
+            raise
+        except OSError:
             return False
 
     async def list_dir(self, path: str = ".") -> list[FileInfo]:
         """The entries of a directory, sorted by name (symlinks followed for `is_dir`)."""
         clients, execd = await self._file_op()
-        target = self._resolve(path)
-        try:
-            entries = await execd.list_dir(target)
-        except ExecdError as exc:
-            if exc.from_execd and exc.status == 400:
-                # The path is a symlink: list what it points to, under the name asked for.
-                real = await self.realpath(target)
-                if real == target:
-                    info = await self._lstat(clients, execd, target)
-                    if info is not None and _kind(info.get("type")) == "symlink":
-                        # A symlink that resolves to itself: a loop. Like os.listdir, fail with
-                        # ELOOP (not a server error, which callers would retry).
-                        raise new_path_error(OSError, errno.ELOOP, target) from None
-                    await self._fail(clients, exc, "list a directory", execd=execd, path=target)
-                resolved = await self.list_dir(real)
-                return [
-                    dataclasses.replace(e, path=posixpath.join(target, e.name)) for e in resolved
-                ]
-            if exc.from_execd and exc.status == 404 and not exc.code:
-                raise ServerError(
-                    f"The execd in sandbox {self._sandbox_id} has no /directories/list endpoint."
-                ) from exc
-            await self._fail(clients, exc, "list a directory", execd=execd, path=target)
-        except Exception as exc:
-            await self._fail(clients, exc, "list a directory", execd=execd, path=target)
-        links = [str(e.get("path")) for e in entries if e.get("type") == "symlink"]
+        target = await self._target(path)
+        entries = await self._entries(clients, execd, target)
+        links = [
+            str(e.get("path"))
+            for e in entries
+            if e.get("type") == "symlink" and not isinstance(e.get("follow"), tuple)
+        ]
         followed = dict(zip(links, await self._follow_kinds(links), strict=True)) if links else {}
         result = []
         for entry in entries:
             entry_path = str(entry.get("path"))
-            kind = _kind(entry.get("type"))
-            is_dir, is_file = followed.get(entry_path, (kind == "directory", kind == "file"))
+            if entry_path in followed:
+                is_dir, is_file = followed[entry_path]
+            else:
+                is_dir, is_file = await self._kinds(entry_path, entry)
             result.append(_file_info(entry_path, entry, is_dir=is_dir, is_file=is_file))
         result.sort(key=lambda e: e.name)
         return result
 
+    async def _entries(
+        self, clients: _LoopClients, execd: ExecdClient, target: str
+    ) -> list[dict[str, Any]]:
+        """execd's FileInfo of each entry of a directory (a symlink to one lists its target's
+        entries under the name given), from `/directories/list` where it can answer, else from
+        one command."""
+        api = await self._file_api(clients, execd)
+        if api.has_list and _files.literal(target):
+            try:
+                return await execd.list_dir(target)
+            except ExecdError as exc:
+                if exc.from_execd and exc.status == 400:
+                    pass  # a symlink (execd refuses to traverse it) or not a directory
+                elif exc.status == 404 and not exc.code:
+                    # No such route ("404 page not found"): an execd without the endpoint.
+                    assert self._sandbox_id is not None
+                    key = (self._connection.resolved_domain(), self._sandbox_id)
+                    _file_api_cache[key] = dataclasses.replace(api, has_list=False)
+                else:
+                    await self._fail(clients, exc, "list a directory", execd=execd, path=target)
+            except Exception as exc:
+                await self._fail(clients, exc, "list a directory", execd=execd, path=target)
+        return await self._entries_by_command(target)
+
+    async def _entries_by_command(self, target: str) -> list[dict[str, Any]]:
+        result = await self._file_command(
+            _files.list_argv(target), timeout=300, max_output=_files.LISTING_LIMIT
+        )
+        if result.exit_code != 0:
+            text = _files.error_text(result.stderr)
+            raise path_error(text, target) or OSError(
+                errno.EIO, text or "could not list the directory", target
+            )
+        records = self._records(result, target)
+        if not records or records[0].depth != 0:
+            raise ServerError(
+                f"Could not list {target!r} in sandbox {self._sandbox_id}: no record of the "
+                "directory itself."
+            )
+        root = records[0]
+        if root.kind == "l":  # `find -H` shows a symlink only when it leads nowhere
+            raise new_path_error(FileNotFoundError, errno.ENOENT, target)
+        if root.kind != "d":
+            raise new_path_error(NotADirectoryError, errno.ENOTDIR, target)
+        # Named like execd names them (its paths are cleaned; `..` was resolved already).
+        directory = posixpath.normpath(target)
+        return [r.info(posixpath.join(directory, r.name)) for r in records[1:] if r.depth == 1]
+
     async def make_dir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None:
         """Create a directory (and its parents). Over a file: FileExistsError."""
         clients, execd = await self._file_op()
-        target = self._resolve(path)
+        target = await self._target(path, create=parents)
         info = await self._lstat(clients, execd, target)
         if info is not None:
-            kind = _kind(info.get("type"))
-            if (
-                kind == "directory"
-                or (kind == "symlink" and (await self._follow_kinds([target]))[0][0])
-            ) and exist_ok:
+            if exist_ok and (await self._kinds(target, info))[0]:
                 return
             raise new_path_error(FileExistsError, errno.EEXIST, target)
         if not parents:
             parent = posixpath.dirname(target.rstrip("/")) or "/"
             if await self._lstat(clients, execd, parent) is None:
                 raise new_path_error(FileNotFoundError, errno.ENOENT, parent)
+        if not _files.literal(target):
+            argv = _files.mkdir_argv(target, parents=parents, mode=_DIR_MODE)
+            await self._command_or_raise(argv, target)
+            return
         try:
             await execd.make_dirs({target: _octal_digits(_DIR_MODE)})
         except Exception as exc:
             await self._fail(clients, exc, "create a directory", execd=execd, path=target)
+
+    async def _file_command(
+        self,
+        argv: list[str],
+        *,
+        timeout: float,
+        cwd: str | None = None,
+        max_output: int | None = None,
+    ) -> CommandResult:
+        """Run one of the file commands (`_files`), with messages in English; a tool missing
+        from the sandbox image is a ServerError that names it, never a path error."""
+        result = await self.run(
+            ["env", "LC_ALL=C", *argv], cwd=cwd, timeout=timeout, max_output=max_output
+        )
+        if result.exit_code in (126, 127):
+            raise ServerError(
+                f"Could not run `{argv[0]}` in sandbox {self._sandbox_id} "
+                f"({result.stderr.strip()[:200]}): this file operation needs it in the sandbox "
+                "image (GNU coreutils and findutils)."
+            )
+        return result
+
+    async def _command_or_raise(self, argv: list[str], path: str) -> CommandResult:
+        """Run a file command; a failure is raised as the path error its message names."""
+        result = await self._file_command(argv, timeout=300)
+        if result.exit_code != 0:
+            text = _files.error_text(result.stderr)
+            raise path_error(text, path) or OSError(errno.EIO, text or f"{argv[0]} failed", path)
+        return result
 
     def _protected(self, target: str) -> bool:
         assert self._ready is not None
@@ -1093,25 +1422,31 @@ class AsyncSandboxSession:
                 return True
         return False
 
-    async def remove(self, path: str, *, recursive: bool = True) -> None:
-        """Delete a file, symlink or directory tree. Refuses the working dir and its ancestors."""
-        clients, execd = await self._file_op()
-        target = self._resolve(path)
+    def _refuse_protected(self, target: str) -> None:
         if self._protected(target):
             raise ConfigurationError(
                 f"Refusing to remove {target!r}: it is the working directory or one of its "
                 "ancestors."
             )
+
+    async def remove(self, path: str, *, recursive: bool = True) -> None:
+        """Delete a file, symlink or directory tree. Refuses the working dir and its ancestors."""
+        clients, execd = await self._file_op()
+        self._refuse_protected(self._resolve(path))
+        target = await self._target(path)
+        self._refuse_protected(target)
         info = await self._lstat(clients, execd, target)
         if info is None:
             raise new_path_error(FileNotFoundError, errno.ENOENT, target)
         kind = _kind(info.get("type"))
+        if not _files.literal(target):
+            argv = _files.remove_argv(target, directory=kind == "directory", recursive=recursive)
+            await self._command_or_raise(argv, target)
+            return
         try:
             if kind == "directory":
-                if not recursive:
-                    listing = await execd.list_dir(target)
-                    if listing:
-                        raise new_path_error(OSError, errno.ENOTEMPTY, target)
+                if not recursive and await self._entries(clients, execd, target):
+                    raise new_path_error(OSError, errno.ENOTEMPTY, target)
                 await execd.remove_dirs([target])
             elif kind == "symlink":
                 await execd.remove_dirs([target])  # RemoveAll removes the link, not its target
@@ -1136,14 +1471,14 @@ class AsyncSandboxSession:
     ) -> AsyncIterator[bytes]:
         """Stream a file's content in chunks (bounded memory)."""
         clients, execd = await self._file_op()
-        target = self._resolve(path)
+        target = await self._target(path)
         info = await self._lstat(clients, execd, target)
         if info is None:
             raise new_path_error(FileNotFoundError, errno.ENOENT, target)
         kind = _kind(info.get("type"))
         size = int(info.get("size") or 0)
         if kind == "symlink":
-            is_dir, is_file = (await self._follow_kinds([target]))[0]
+            is_dir, is_file = await self._kinds(target, info)
             if not is_dir and not is_file:
                 real = await self.realpath(target)
                 if await self._lstat(clients, execd, real) is None:
@@ -1162,9 +1497,16 @@ class AsyncSandboxSession:
             raise OutputLimitError(
                 f"{target} is {size} bytes, over the limit of {max_size} bytes.", limit=max_size
             )
+        source, alias = target, None
+        if not _files.download_safe(target):
+            # execd would rewrite the name ($) or the server's proxy would refuse the download
+            # (a control character in Content-Disposition): read through a plain symlink.
+            alias = _files.alias_path()
+            await self._command_or_raise(["ln", "-s", "--", target, alias], target)
+            source = alias
         total = 0
         try:
-            async for chunk in execd.download(target, chunk_size=chunk_size):
+            async for chunk in execd.download(source, chunk_size=chunk_size):
                 total += len(chunk)
                 if max_size is not None and total > max_size:
                     raise OutputLimitError(
@@ -1175,6 +1517,11 @@ class AsyncSandboxSession:
             raise
         except Exception as exc:
             await self._fail(clients, exc, "read a file", execd=execd, path=target)
+        finally:
+            if alias is not None:
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(30):
+                        await self.run(["rm", "-f", "--", alias], timeout=20)
 
     async def write_bytes(
         self,
@@ -1185,8 +1532,9 @@ class AsyncSandboxSession:
         timeout: float | None = None,
     ) -> None:
         """Write a file atomically: parents are created, an existing file keeps its mode (new
-        files get 0o644 unless `mode` is given), writes through a symlink reach its target, and a
-        failed write leaves the old content in place."""
+        files get 0o644 unless `mode` is given; setuid, setgid and sticky bits are applied too),
+        writes through a symlink reach its target, and a failed write leaves the old content in
+        place."""
         if not isinstance(data, bytes | bytearray | memoryview) and not hasattr(data, "__aiter__"):
             raise ConfigurationError(
                 f"data must be bytes or an async iterable of bytes, got {type(data).__name__}."
@@ -1196,7 +1544,7 @@ class AsyncSandboxSession:
         ):
             raise ConfigurationError(f"mode must be an int such as 0o644, got {mode!r}.")
         clients, execd = await self._file_op()
-        target = self._resolve(path)
+        target = await self._target(path, create=True)
         if target.endswith("/"):
             raise new_path_error(IsADirectoryError, errno.EISDIR, target)
         info = await self._lstat(clients, execd, target)
@@ -1220,14 +1568,23 @@ class AsyncSandboxSession:
             owner, group = info.get("owner"), info.get("group")
         else:
             file_mode = mode if mode is not None else _FILE_MODE_NEW
+        # execd's upload applies only the 0o777 bits: the rest (or, for an overwrite, the old
+        # file's whole mode) is applied by the command that renames the file into place.
+        if mode is not None and _files.special_bits(mode):
+            chmod: str | None = format(mode, "o")
+        else:
+            chmod = "=" if exists and mode is None else None
         directory, name = posixpath.split(target)
-        temp = posixpath.join(directory, f".{name[:200]}.osb-{uuid.uuid4().hex[:12]}.tmp")
+        plain = _files.literal(target)
+        # A target that execd would rewrite ($) is written under a `$`-free name in its deepest
+        # `$`-free ancestor, then renamed by a command (which takes the name literally).
+        temp = _files.temp_name(directory if plain else _files.literal_anchor(target), name)
         payload = bytes(data) if isinstance(data, bytearray | memoryview) else data
         try:
             await execd.upload(
                 temp,
                 payload,
-                mode=_octal_digits(file_mode),
+                mode=_octal_digits(file_mode & 0o777),
                 owner=str(owner) if owner else None,
                 group=str(group) if group else None,
                 timeout=timeout,
@@ -1241,11 +1598,8 @@ class AsyncSandboxSession:
                     raise mapped from None
             await self._fail(clients, exc, "write a file", execd=execd, path=target)
         try:
-            if exists:
-                result = await self._replace(temp, target)
-                if result.exit_code != 0:
-                    mapped = path_error(result.stderr, target)
-                    raise mapped or OSError(errno.EIO, result.stderr.strip(), target)
+            if exists or chmod is not None or not plain:
+                await self._finish(temp, target, parent=None if plain else directory, mode=chmod)
             else:
                 try:
                     await execd.move(temp, target)
@@ -1253,9 +1607,7 @@ class AsyncSandboxSession:
                     if "already exists" not in exc.message:
                         raise
                     # Someone created the target meanwhile: replace it atomically all the same.
-                    result = await self._replace(temp, target)
-                    if result.exit_code != 0:
-                        raise OSError(errno.EIO, result.stderr.strip(), target) from exc
+                    await self._finish(temp, target, parent=None, mode=None)
         except BaseException as exc:
             await self._discard(execd, temp)
             if isinstance(exc, Exception) and not isinstance(
@@ -1264,9 +1616,14 @@ class AsyncSandboxSession:
                 await self._fail(clients, exc, "write a file", execd=execd, path=target)
             raise
 
-    async def _replace(self, temp: str, target: str) -> CommandResult:
-        """`mv -f temp target`: an atomic replace (execd's own move refuses an existing target)."""
-        return await self.run(["mv", "-f", "--", temp, target], timeout=120)
+    async def _finish(
+        self, temp: str, target: str, *, parent: str | None, mode: str | None
+    ) -> None:
+        """Rename a written temporary file over its target atomically (execd's own move refuses
+        an existing target), creating `parent` and applying `mode` first (see `_files`)."""
+        await self._command_or_raise(
+            _files.finish_argv(temp, target, parent=parent, mode=mode), target
+        )
 
     async def _discard(self, execd: ExecdClient, temp: str) -> None:
         with contextlib.suppress(Exception):
@@ -1305,9 +1662,82 @@ class AsyncSandboxSession:
 
         return list(await asyncio.gather(*(one(p) for p in paths)))
 
+    async def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """Up to `length` bytes of a regular file from byte `offset`: fewer at its end, none
+        past it. Costs one round trip: the path's inspection and the HTTP Range download run
+        at once (symlinks are followed; a missing path, a directory or a FIFO raises like
+        `read_bytes`). Paths that execd would rewrite (`$`) or the server's proxy refuses are
+        streamed from the start instead (correct, but costs `offset + length` bytes).
+        """
+        for name, value in (("offset", offset), ("length", length)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigurationError(f"{name} must be a non-negative int, got {value!r}.")
+        clients, execd = await self._file_op()
+        target = self._resolve(path)
+        if not _files.download_safe(target) or _files.dotdot_split(target) is not None:
+            kept = bytearray()
+            seen = 0
+            async for chunk in self.iter_bytes(target):
+                if seen + len(chunk) > offset:
+                    kept += chunk[max(0, offset - seen) :][: length - len(kept)]
+                seen += len(chunk)
+                if len(kept) >= length:
+                    break
+            return bytes(kept)
+        fetch = asyncio.ensure_future(execd.download_range(target, offset, length))
+        try:
+            info = await self._lstat(clients, execd, target)
+            if info is None:
+                raise new_path_error(FileNotFoundError, errno.ENOENT, target)
+            is_dir, is_file = await self._kinds(target, info)
+            if is_dir:
+                raise new_path_error(IsADirectoryError, errno.EISDIR, target)
+            if not is_file:
+                if _kind(info.get("type")) == "symlink":  # dangling
+                    raise new_path_error(FileNotFoundError, errno.ENOENT, target)
+                raise OSError(
+                    errno.EINVAL,
+                    "Not a regular file (FIFO, socket or device); reading it could block",
+                    target,
+                )
+        except BaseException:
+            fetch.cancel()
+            await asyncio.wait([fetch])
+            if not fetch.cancelled():
+                fetch.exception()  # retrieved, so asyncio does not log it
+            raise
+        try:
+            return await fetch
+        except Exception as exc:
+            await self._fail(clients, exc, "read a file", execd=execd, path=target)
+            raise
 
-_TRAILING_WINDOW = 0.05
-_EXPANDED_IN_PATHS = re.compile(r"\$\{?[A-Za-z_]")
+    async def replace_text(self, path: str, old: str, new: str) -> None:
+        """Replace every occurrence of `old` with `new` in a file, in place, in one request
+        (execd's `/files/replace`: the file keeps its inode, mode and owner; a symlink is
+        followed). `old` must not be empty. The path is taken literally: one that execd would
+        rewrite (`$`, a leading `~`) or with `..` segments raises ConfigurationError (edit such
+        files with a command). A missing file raises FileNotFoundError.
+        """
+        if not isinstance(old, str) or not old or not isinstance(new, str):
+            raise ConfigurationError("old must be a non-empty string and new a string.")
+        clients, execd = await self._file_op()
+        target = self._resolve(path)
+        if not _files.literal(target) or _files.dotdot_split(target) is not None:
+            raise ConfigurationError(
+                f"path {target!r} would be rewritten by execd ($, ~ or ..); edit it with a "
+                "command instead."
+            )
+        try:
+            await execd.replace(target, old, new)
+        except Exception as exc:
+            await self._fail(clients, exc, "replace text in a file", execd=execd, path=target)
+            raise
+
+
+_TMP_MARK: Final = "osb-tmp:"
+_MISSING_CWD: Final = "working directory does not exist"
+_COMMAND_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
 async def _read_events(
@@ -1316,28 +1746,16 @@ async def _read_events(
     handle: Callable[[Mapping[str, Any]], Awaitable[None] | None],
     *,
     done: Callable[[], bool],
-    window: float = _TRAILING_WINDOW,
 ) -> None:
-    """Feed a command's events to `handle` until the stream ends.
+    """Feed a command's events to `handle` until `done()` (then close the stream) or its end.
 
-    execd keeps the stream open for a grace period (1 s by default) after the final event, and
-    older versions may still send output right after it; so once the command has finished, the
-    stream is read only while events keep coming within `window` seconds (0 closes it at once),
-    then closed.
+    execd sends nothing after a command's completion (or error) event but keeps the stream open
+    for a grace period (1 s by default), so the stream is closed at once instead of read on.
     """
     events = execd.run_events(body)
     try:
-        while True:
-            if not done():
-                event = await anext(events, None)
-            else:
-                if window <= 0:
-                    return
-                try:
-                    async with asyncio.timeout(window):
-                        event = await anext(events, None)
-                except TimeoutError:
-                    return
+        while not done():
+            event = await anext(events, None)
             if event is None:
                 return
             pending = handle(event)
@@ -1346,6 +1764,17 @@ async def _read_events(
     finally:
         with contextlib.suppress(Exception):
             await events.aclose()
+
+
+async def _bounded(
+    work: Awaitable[tuple[str, str, bool]], seconds: float, fallback: tuple[str, str, bool]
+) -> tuple[str, str, bool]:
+    """`work`'s result, or `fallback` if it fails or takes longer than `seconds`."""
+    try:
+        async with asyncio.timeout(seconds):
+            return await work
+    except Exception:
+        return fallback
 
 
 def _file_info(path: str, info: Mapping[str, Any], *, is_dir: bool, is_file: bool) -> FileInfo:
