@@ -547,7 +547,15 @@ def _file_text(index: int) -> str:
     return f"def function_{index}():\n{body}    return 'needle-{index}'\n"
 
 
+NATIVE = "adapter (native)"
+BASE = "BaseSandbox default"
+PAGED_SIZES_MIB = (1, 8, 64)
+
+
 async def deepagents_tools(ctx: Context) -> dict[str, Any]:
+    """Each Deep Agents file tool of the adapter against BaseSandbox's default (its `python3 -c`
+    scripts through the same `execute`), interleaved call by call on one sandbox; then a paged
+    `read` of large text files against the core's `read_bytes` of the same file."""
     from deepagents.backends.sandbox import BaseSandbox
 
     da = ctx.deepagents
@@ -565,38 +573,128 @@ async def deepagents_tools(ctx: Context) -> dict[str, Any]:
             raise AssertionError(f"{op} {name}: {result.error}")
         return result
 
+    def pair(op: str, i: int, native: Any, base: Any) -> tuple[Any, Any]:
+        """Both variants, alternating which goes first; their results must be equal."""
+        calls = [(NATIVE, native), (BASE, base)]
+        results = {
+            name: timed(op, name, call) for name, call in (calls if i % 2 == 0 else calls[::-1])
+        }
+        return results[NATIVE], results[BASE]
+
+    out: dict[str, Any] = {"files": files}
     try:
-        for i in range(files):  # interleaved file by file, alternating which goes first
-            pair = [
-                ("adapter (native)", lambda i=i: da.write(f"{root}/a/f{i}.py", _file_text(i))),
-                (
-                    "BaseSandbox default",
-                    lambda i=i: BaseSandbox.write(da, f"{root}/b/f{i}.py", _file_text(i)),
-                ),
-            ]
-            for name, call in pair if i % 2 == 0 else reversed(pair):
-                timed("write", name, call)
         for i in range(files):
-            pair = [
-                ("adapter (native)", lambda i=i: da.read(f"{root}/a/f{i}.py")),
-                ("BaseSandbox default", lambda i=i: BaseSandbox.read(da, f"{root}/a/f{i}.py")),
-            ]
-            for name, call in pair if i % 2 == 0 else reversed(pair):
-                timed("read", name, call)
-        for i in range(files):
-            timed(
-                "edit",
-                "adapter (BaseSandbox.edit)",
-                lambda i=i: da.edit(f"{root}/a/f{i}.py", f"'needle-{i}'", f"'found-{i}'"),
+            pair(
+                "write",
+                i,
+                lambda i=i: da.write(f"{root}/a/f{i}.py", _file_text(i)),
+                lambda i=i: BaseSandbox.write(da, f"{root}/b/f{i}.py", _file_text(i)),
             )
-        for _ in range(ctx.reps(7, 3)):
-            result = timed("grep", "adapter (BaseSandbox.grep)", lambda: da.grep("found-1", root))
-            timed("ls", "adapter (BaseSandbox.ls)", lambda: da.ls(f"{root}/a"))
-        assert len(result.matches or []) >= 1
+        for i in range(files):
+            a, b = pair(
+                "read",
+                i,
+                lambda i=i: da.read(f"{root}/a/f{i}.py"),
+                lambda i=i: BaseSandbox.read(da, f"{root}/a/f{i}.py"),
+            )
+            assert a == b, f"read f{i}: native and BaseSandbox differ"
+        for i in range(files):  # each edit on its own copy, so both see the same file
+            pair(
+                "edit",
+                i,
+                lambda i=i: da.edit(f"{root}/a/f{i}.py", f"'needle-{i}'", f"'found-{i}'"),
+                lambda i=i: BaseSandbox.edit(
+                    da, f"{root}/b/f{i}.py", f"'needle-{i}'", f"'found-{i}'"
+                ),
+            )
+        for i in range(ctx.reps(15, 5)):
+            a, b = pair(
+                "ls", i, lambda: da.ls(f"{root}/a"), lambda: BaseSandbox.ls(da, f"{root}/a")
+            )
+            assert a == b, "ls: native and BaseSandbox differ"
+            a, b = pair(
+                "glob",
+                i,
+                lambda: da.glob("**/*.py", root),
+                lambda: BaseSandbox.glob(da, "**/*.py", root),
+            )
+            assert a == b and len(a.matches or []) == 2 * files, "glob results differ"
+            a, b = pair(
+                "grep",
+                i,
+                lambda: da.grep("found-1", root),
+                lambda: BaseSandbox.grep(da, "found-1", root),
+            )
+            assert a == b and len(a.matches or []) >= 2, "grep results differ"
+        out["ops"] = {op: _stats(v) for op, v in ops.items()}
+        out["speedup"] = {op: ratio(v[BASE], v[NATIVE]) for op, v in ops.items()}
+        out["implementation"] = {
+            "write": "native upload",
+            "read": "native download",
+            "ls": "native: one argv `ls` command",
+            "glob": "native: one `find` command, BaseSandbox's matcher",
+            "edit": "native: download + execd's in-place /files/replace",
+            "grep": "BaseSandbox's command (inherited: already one command)",
+        }
+        out["paged"] = await _paged_reads(ctx, f"{root}/paged")
     finally:
         with contextlib.suppress(Exception):
             await ctx.core.remove(root)
-    return {"files": files, "ops": {op: _stats(v) for op, v in ops.items()}}
+    return out
+
+
+def _read_pages(read: Any, path: str) -> tuple[int, int]:
+    """Page through a text file with a Deep Agents `read`: (pages, bytes of content)."""
+    offset, size = 0, 0
+    for pages in range(1, 100_000):
+        result = read(path, offset, _PAGE_LINES)
+        size += len(_page_text(result).encode()) + 1
+        if result.next_offset is None:
+            return pages, size
+        offset = result.next_offset
+    raise AssertionError("paging did not end")
+
+
+async def _paged_reads(ctx: Context, base: str) -> dict[str, Any]:
+    """A Deep Agents `read` of a whole text file page by page (6000 lines, about 375 KiB a
+    page) against the core's `read_bytes` of the same file, interleaved; per size."""
+    da = ctx.deepagents
+    sizes = PAGED_SIZES_MIB
+    out: dict[str, Any] = {"page_lines": _PAGE_LINES, "sizes": {}}
+    for mib in sizes:
+        path = f"{base}/text-{mib}.txt"
+        data = text_payload(mib * MIB).encode()
+        await ctx.core.write_bytes(path, data)
+        pages: dict[str, int] = {}
+
+        async def paged(path: str = path, pages: dict[str, int] = pages) -> int:
+            count, size = await asyncio.to_thread(_read_pages, da.read, path)
+            pages["n"] = count
+            return size
+
+        async def whole(path: str = path) -> int:
+            return len(await ctx.core.read_bytes(path))
+
+        def check(name: str, got: Any, size: int = len(data)) -> None:
+            if not size - 64 <= got <= size:
+                raise AssertionError(f"{name}: {got} bytes, expected about {size}")
+
+        reps = ctx.reps(5, 2) if mib < 64 else ctx.reps(2, 1)
+        samples = await interleave(
+            {"deepagents read, all pages": paged, "core read_bytes": whole}, reps, check=check
+        )
+        per_page = Sample([v / pages["n"] for v in samples["deepagents read, all pages"].values])
+        out["sizes"][f"{mib} MiB"] = {
+            "repetitions": reps,
+            "pages": pages["n"],
+            "stats": _stats(samples),
+            "per_page": per_page.as_json(),
+            "ratio_to_read_bytes": ratio(
+                samples["deepagents read, all pages"], samples["core read_bytes"]
+            ),
+        }
+        await ctx.core.remove(path)
+    return out
 
 
 # -- 7. execd generations side by side -------------------------------------------------------------

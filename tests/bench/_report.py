@@ -33,6 +33,64 @@ def _worst(items: list[tuple[str, float]]) -> tuple[str, float] | None:
     return max(items, key=lambda item: item[1]) if items else None
 
 
+TOOL_GOALS = {"write": 3.0, "read": 3.0, "ls": 3.0, "glob": 3.0, "edit": 2.0}
+GREP_NOISE = 0.95
+"""`grep` "never slower": its median within 5 % of BaseSandbox's (run-to-run noise)."""
+FLAT_PAGES = 1.5
+"""Per-page time "flat": the slowest size's median per page within 1.5x of the fastest's."""
+
+
+def _tool_targets(tools: dict[str, Any] | None, add: Any) -> None:
+    if not tools:
+        return
+    speedup = tools.get("speedup", {})
+    kinds = tools.get("implementation", {})
+    for op, goal in TOOL_GOALS.items():
+        if op in speedup:
+            value = speedup[op]
+            add(
+                f"Deep Agents `{op}` vs BaseSandbox default",
+                f">= {goal:g}x faster",
+                _x(value),
+                not math.isnan(value) and value >= goal,
+                kinds.get(op, ""),
+            )
+    if "grep" in speedup:
+        value = speedup["grep"]
+        add(
+            "Deep Agents `grep` vs BaseSandbox default",
+            "never slower, same results",
+            _x(value),
+            not math.isnan(value) and value >= GREP_NOISE,
+            f"{kinds.get('grep', '')}; results compared equal on every call",
+        )
+    sizes = (tools.get("paged") or {}).get("sizes", {})
+    eight = sizes.get("8 MiB")
+    if eight:
+        value = eight["ratio_to_read_bytes"]
+        add(
+            "Deep Agents paged `read`, 8 MiB text, all pages",
+            "<= 1.5x core read_bytes",
+            _x(value),
+            not math.isnan(value) and value <= 1.5,
+            f"{eight['pages']} pages, {_ms(eight['per_page'].get('median'))} ms a page",
+        )
+    per_page = {
+        size: case["per_page"]["median"]
+        for size, case in sizes.items()
+        if case["per_page"].get("n")
+    }
+    if len(per_page) >= 2:
+        spread = max(per_page.values()) / min(per_page.values())
+        add(
+            "paged `read`: time per page, 1 to 64 MiB",
+            f"flat (within {FLAT_PAGES:g}x)",
+            _x(spread),
+            spread <= FLAT_PAGES,
+            ", ".join(f"{size} {_ms(v)} ms" for size, v in per_page.items()),
+        )
+
+
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
 
@@ -134,6 +192,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 wall["max"] < 2.0,
                 f"max of {wall['n']}: {wall['max']:.2f} s",
             )
+    _tool_targets(results.get("deepagents_tools"), add)
     return rows
 
 
@@ -245,11 +304,41 @@ def markdown(results: dict[str, Any]) -> str:
             )
     tools = results.get("deepagents_tools")
     if tools:
-        lines += ["", f"### 5. Deep Agents file tools over {tools['files']} files (per call)", ""]
-        lines += ["| tool | implementation | per call |", "|---|---|---|"]
+        lines += [
+            "",
+            f"### 5. Deep Agents file tools over {tools['files']} files (per call, interleaved)",
+            "",
+        ]
+        speedup = tools.get("speedup", {})
+        kinds = tools.get("implementation", {})
+        lines += [
+            "| tool | adapter | BaseSandbox default | speedup | adapter's implementation |",
+            "|---|---|---|---|---|",
+        ]
         for op, variants in tools["ops"].items():
-            for name, stats in variants.items():
-                lines.append(f"| `{op}` | {name} | {_cell(stats)} |")
+            native = variants.get("adapter (native)", {})
+            base = variants.get("BaseSandbox default", {})
+            lines.append(
+                f"| `{op}` | {_cell(native)} | {_cell(base)} | {_x(speedup.get(op))} | "
+                f"{kinds.get(op, '-')} |"
+            )
+        paged = tools.get("paged")
+        if paged:
+            lines += [
+                "",
+                f"Deep Agents `read` of a whole text file, {paged['page_lines']} lines a page, "
+                "against the core's `read_bytes` of the same file (interleaved):",
+                "",
+                "| file | pages | all pages | core read_bytes | ratio | per page |",
+                "|---|---|---|---|---|---|",
+            ]
+            for size, case in paged["sizes"].items():
+                st = case["stats"]
+                lines.append(
+                    f"| {size} ×{case['repetitions']} | {case['pages']} | "
+                    f"{_cell(st['deepagents read, all pages'])} | {_cell(st['core read_bytes'])} | "
+                    f"{_x(case['ratio_to_read_bytes'])} | {_cell(case['per_page'])} |"
+                )
     gens = results.get("generations")
     if gens and gens.get("skipped"):
         lines += ["", f"### 6. execd generations: skipped ({gens['skipped']})"]

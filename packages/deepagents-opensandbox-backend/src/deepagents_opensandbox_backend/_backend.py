@@ -9,13 +9,19 @@ module only translates).
 Behaviour, and why:
 - `create()` creates the sandbox before it returns (as the seed README promises); if the sandbox
   was created but never became usable, it is destroyed before the error is raised, so a failed
-  `create()` leaks nothing. `connect(id)` attaches and checks that the sandbox answers. Building
-  the class itself does no I/O.
+  `create()` leaks nothing. Ctrl-C or a cancellation while the server is still answering waits
+  for the answer (at most `CANCEL_CLEANUP_WAIT`) and deletes the sandbox it names: verified live
+  with a proxy holding the answer back (`test_deepagents_outlive.py`). `connect(id)` attaches and
+  checks that the sandbox answers. Building the class itself does no I/O.
+- A created sandbox expires after `timeout` (30 minutes, the seed's default) without an
+  operation; a running command keeps renewing it (the core's `_lifetime`).
+- Paths are absolute in every file operation: a relative one is `invalid_path` for `read` as for
+  `write`, uploads and downloads.
 - Ownership: whoever creates a sandbox owns it, nothing else destroys it. `kill()` on a backend
   from `create()` deletes the sandbox; on a backend from `connect()` it only closes local
   connections unless called as `kill(force=True)`.
 - `execute()` never raises for a failing command: a non-zero exit is a result, a timeout is exit
-  code 124 with the partial output and a closing notice. Failures that are not about the command
+  code 124 with the partial output and a closing notice (`truncated` when the cap cut it). Failures that are not about the command
   raise: bad arguments as `ValueError` (the execute tool shows those to the model), a sandbox that
   is gone as `opensandbox_core.SandboxUnavailableError`, a server failure as `ServerError`.
   A dead sandbox is not something the model can fix, and turning it into a fake command result
@@ -25,9 +31,13 @@ Behaviour, and why:
   `FilesystemBackend` does for errors it cannot classify.
 - The async methods run on the caller's event loop through `AsyncSandboxSession` (no threads);
   the blocking ones run the same coroutines on opensandbox-core's portal loop (`run_blocking`).
-- `write`, `read` (and their async twins) use the native file API instead of `python3 -c`
-  scripts, with BaseSandbox's exact results; `edit` keeps BaseSandbox's server-side script,
-  which never moves the file (measured: no faster natively).
+- `write`, `read`, `ls`, `edit` and `glob` (and their async twins) are native instead of
+  `python3 -c` scripts, with BaseSandbox's exact results (compared on the same sandbox by
+  `tests/live/deepagents_backend/test_native_tools.py`; where a native path cannot be exact it
+  hands the call to BaseSandbox's script): `read` pages files over 1 MiB by HTTP Range reads
+  (`_paging.py`), `ls` is one argv `ls` command, `edit` a download and execd's in-place
+  `/files/replace` (`_tools.py`), `glob` one `find` command matched by BaseSandbox's own
+  matcher (`_glob.py`). `grep` keeps BaseSandbox's command (already one command).
 """
 
 from __future__ import annotations
@@ -40,24 +50,32 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from deepagents.backends.protocol import (
+    EditResult,
     ExecuteResponse,
     FileDownloadResponse,
     FileUploadResponse,
+    GlobResult,
+    LsResult,
     ReadResult,
     WriteResult,
 )
 from deepagents.backends.sandbox import BaseSandbox
+from deepagents.backends.utils import EMPTY_OLD_STRING_ERROR
 
 from opensandbox_core import (
     DEFAULT,
+    OWNER_KEY,
     AsyncSandboxSession,
     CommandTimeoutError,
     Connection,
     OutputLimitError,
     SandboxSpec,
+    destroy_sandbox,
+    list_sandboxes,
     run_blocking,
 )
 
+from ._glob import native_glob
 from ._mapping import (
     check_transfer_path,
     entrypoint_argv,
@@ -65,7 +83,9 @@ from ._mapping import (
     lifetime_seconds,
     transfer_error,
 )
+from ._paging import PAGED_ABOVE, page_cache, paged_read
 from ._read import READ_ERRORS, read_error, render_page
+from ._tools import native_edit, native_ls
 
 __all__ = ["DEFAULT_IMAGE", "OpenSandboxBackend"]
 
@@ -78,8 +98,8 @@ DEFAULT_LIFETIME = timedelta(minutes=30)
 DEFAULT_COMMAND_TIMEOUT = timedelta(minutes=30)
 TIMEOUT_EXIT_CODE = 124
 """What `timeout(1)` exits with; `execute()` reports a timed-out command with it."""
-NATIVE_READ_LIMIT = 8 * 1024 * 1024
-"""Files larger than this are paged by BaseSandbox's script, in the sandbox, not downloaded."""
+CANCEL_CLEANUP_WAIT = 10.0
+"""Seconds an interrupted `create()` waits for the server to name the sandbox it is making."""
 
 
 def _timed_out(exc: CommandTimeoutError) -> ExecuteResponse:
@@ -90,7 +110,8 @@ def _timed_out(exc: CommandTimeoutError) -> ExecuteResponse:
         f"Error: the command timed out after {exc.timeout:g} seconds and was stopped; "
         "the output above is what it printed before that."
     )
-    return ExecuteResponse(output=output, exit_code=TIMEOUT_EXIT_CODE, truncated=False)
+    # `truncated`: the output cap (the session's `max_output`) cut what it printed before that.
+    return ExecuteResponse(output=output, exit_code=TIMEOUT_EXIT_CODE, truncated=exc.truncated)
 
 
 class OpenSandboxBackend(BaseSandbox):
@@ -117,6 +138,7 @@ class OpenSandboxBackend(BaseSandbox):
                 "OpenSandboxBackend.create() or OpenSandboxBackend.connect() to build one."
             )
         self._session = session
+        self._cleanup: asyncio.Future[None] | None = None
 
     # -- construction -----------------------------------------------------------------------
     @staticmethod
@@ -181,8 +203,9 @@ class OpenSandboxBackend(BaseSandbox):
           one an `InsecureSandboxWarning` is emitted.
         - `use_server_proxy`: route command and file traffic through the server (Docker Desktop
           on macOS and Windows, Kubernetes without an ingress).
-        - `timeout`: idle lifetime; every operation renews it. `None` keeps the sandbox until
-          it is killed.
+        - `timeout`: idle lifetime (default 30 minutes, as in every package of this project);
+          every operation renews it and a running command keeps renewing it. `None` (or `0`)
+          keeps the sandbox until it is killed.
         - `env`, `resource` (e.g. `{"cpu": "1", "memory": "2Gi"}`), `allow_internet_access`:
           the container's environment, limits and egress.
         - `command_timeout`: what `execute(timeout=None)` allows a command (`None`: no limit).
@@ -203,7 +226,18 @@ class OpenSandboxBackend(BaseSandbox):
             ready_timeout=ready_timeout,
         )
         backend = cls(session)
-        backend._run(backend._start_owned())
+        try:
+            backend._run(backend._start_owned())
+        except KeyboardInterrupt:
+            # The create goes on in the background loop until the server has answered; wait
+            # for it there and for the sandbox's deletion, so Ctrl-C leaves nothing behind.
+            logger.warning(
+                "Interrupted while creating a sandbox: deleting it once the server has answered "
+                "(at most %g s; press Ctrl-C again to leave at once).",
+                CANCEL_CLEANUP_WAIT,
+            )
+            backend._run(backend._settle())
+            raise
         return backend
 
     @classmethod
@@ -243,19 +277,93 @@ class OpenSandboxBackend(BaseSandbox):
         return backend
 
     async def _start_owned(self) -> None:
+        """Create the sandbox; on failure or interruption, delete whatever was created.
+
+        The create runs in a task of its own, so Ctrl-C (KeyboardInterrupt in `create()`, which
+        cancels this coroutine) or a cancelled `acreate()` cannot cut it off between the server
+        making the sandbox and the answer naming it: the answer is awaited (up to
+        `CANCEL_CLEANUP_WAIT` seconds), the sandbox deleted, and the cancellation re-raised.
+        """
+        task = asyncio.ensure_future(self._session.start())
         try:
-            await self._session.start()
-        except BaseException:
-            if self._session.id is not None:
-                # Created but never usable: do not leave it running.
-                logger.warning("Deleting sandbox %s, which did not become usable", self._session.id)
-                try:
-                    await self._session.destroy()
-                except Exception as exc:
-                    logger.warning(
-                        "Could not delete sandbox %s (%s)", self._session.id, type(exc).__name__
-                    )
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            self._cleanup = asyncio.ensure_future(self._abandon(task))
+            await asyncio.shield(self._cleanup)
             raise
+        except BaseException:
+            await self._discard("did not become usable")
+            raise
+
+    async def _settle(self) -> None:
+        """Wait for the cleanup that an interrupted create started (on the same loop)."""
+        for _ in range(100):
+            if self._cleanup is not None:
+                break
+            await asyncio.sleep(0.01)
+        if self._cleanup is not None:
+            await asyncio.wait([self._cleanup])
+
+    async def _abandon(self, task: asyncio.Future[str]) -> None:
+        """After a cancelled create: wait for the server's answer, then delete the sandbox."""
+        session = self._session
+        deadline = asyncio.get_running_loop().time() + CANCEL_CLEANUP_WAIT
+        while session.id is None and not task.done():
+            if asyncio.get_running_loop().time() >= deadline:
+                break
+            await asyncio.wait([task], timeout=0.1)
+        answered = task.done()
+        if not answered:
+            task.cancel()
+            await asyncio.wait([task])
+        if not task.cancelled():
+            task.exception()  # retrieved, so asyncio does not log it
+        if session.id is None and answered:
+            await session.aclose()
+            return  # the server refused the create: nothing exists
+        if session.id is None:
+            found = await self._find_created()
+            if found is None:
+                logger.warning(
+                    "Sandbox creation was interrupted before the server answered; if it finishes, "
+                    "the sandbox carries metadata %s=%s and expires after its idle lifetime.",
+                    OWNER_KEY,
+                    session.owner_token,
+                )
+                return
+            await self._destroy_by_id(found)
+            return
+        await self._discard("was being created when the caller was interrupted")
+
+    async def _find_created(self) -> str | None:
+        """The id of a sandbox this backend's session created whose answer never arrived."""
+        try:
+            found = await list_sandboxes(
+                self._session.connection, metadata={OWNER_KEY: self._session.owner_token}
+            )
+        except Exception as exc:
+            logger.warning("Could not look for the interrupted sandbox (%s)", type(exc).__name__)
+            return None
+        return found[0].id if found else None
+
+    async def _destroy_by_id(self, sandbox_id: str) -> None:
+        logger.warning("Deleting sandbox %s, whose creation was interrupted", sandbox_id)
+        try:
+            await destroy_sandbox(sandbox_id, self._session.connection)
+        except Exception as exc:
+            logger.warning("Could not delete sandbox %s (%s)", sandbox_id, type(exc).__name__)
+
+    async def _discard(self, why: str) -> None:
+        """Delete the sandbox of a create that failed; never raises."""
+        sandbox_id = self._session.id
+        if sandbox_id is None:
+            await self._session.aclose()
+            return
+        logger.warning("Deleting sandbox %s, which %s", sandbox_id, why)
+        try:
+            await self._session.destroy()
+        except Exception as exc:
+            logger.warning("Could not delete sandbox %s (%s)", sandbox_id, type(exc).__name__)
 
     @staticmethod
     def _attach_session(
@@ -510,23 +618,95 @@ class OpenSandboxBackend(BaseSandbox):
             return WriteResult(error=f"Failed to write file '{file_path}': {responses[0].error}")
         return WriteResult(path=file_path)
 
+    def ls(self, path: str) -> LsResult:
+        """The entries of a directory in directory order, as BaseSandbox lists them (one argv
+        command instead of a `python3 -c` script; see `_tools.py`)."""
+        return self._run(self.als(path))
+
+    async def als(self, path: str) -> LsResult:
+        """`ls()` on the caller's event loop."""
+        result = await native_ls(self._session, path)
+        if result is not None:
+            return result
+        return await BaseSandbox.als(self, path)
+
+    def edit(
+        self,
+        file_path: str,
+        old_string: str,
+        new_string: str,
+        replace_all: bool = False,
+    ) -> EditResult:
+        """Replace `old_string` in a text file, as BaseSandbox does (CRLF-aware, one match
+        unless `replace_all`), natively: a download and execd's in-place replace."""
+        return self._run(self.aedit(file_path, old_string, new_string, replace_all))
+
+    async def aedit(
+        self,
+        file_path: str,
+        old_string: str,
+        new_string: str,
+        replace_all: bool = False,
+    ) -> EditResult:
+        """`edit()` on the caller's event loop."""
+        if not old_string:
+            return EditResult(error=EMPTY_OLD_STRING_ERROR)
+        result = await native_edit(
+            self._session, file_path, old_string, new_string, replace_all=bool(replace_all)
+        )
+        if result is not None:
+            return result
+        return await BaseSandbox.aedit(self, file_path, old_string, new_string, replace_all)
+
+    def glob(self, pattern: str, path: str | None = None) -> GlobResult:
+        """Regular files under `path` matching `pattern`, as BaseSandbox finds them (one `find`
+        command and BaseSandbox's own matcher instead of a `python3 -c` walk; `_glob.py`)."""
+        result = self._run(native_glob(self._session, pattern, path))
+        if result is not None:
+            return result
+        return BaseSandbox.glob(self, pattern, path)
+
+    async def aglob(self, pattern: str, path: str | None = None) -> GlobResult:
+        """`glob()` on the caller's event loop."""
+        result = await native_glob(self._session, pattern, path)
+        if result is not None:
+            return result
+        return await BaseSandbox.aglob(self, pattern, path)
+
     def read(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
-        """A page of a text file (numbered by the tools), or a binary file as base64."""
+        """A page of a text file (numbered by the tools), or a binary file as base64.
+
+        Files up to 1 MiB are read whole; larger text files page by HTTP Range reads and a
+        per-file index of line starts (checked against the file's size and mtime on every
+        page), so a page costs about one page. Same results as BaseSandbox's script, which
+        still answers the cases the port cannot reproduce (invalid UTF-8 the script decodes).
+        """
         return self._run(self.aread(file_path, offset, limit))
 
     async def aread(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
         """`read()` on the caller's event loop."""
-        if check_transfer_path(file_path) is None:
+        problem = check_transfer_path(file_path)
+        if problem is not None:
+            # One rule for every file operation: paths are absolute (`write("rel.txt")` says the
+            # same), never resolved against a working directory the agent cannot see.
+            return read_error(file_path if isinstance(file_path, str) else repr(file_path), problem)
+        cache = page_cache(self._session)
+        if cache.get(file_path) is None:
             try:
-                raw = await self._session.read_bytes(file_path, max_size=NATIVE_READ_LIMIT)
+                raw = await self._session.read_bytes(file_path, max_size=PAGED_ABOVE)
             except OutputLimitError:
-                pass  # too large to move: page it in the sandbox
+                pass  # over 1 MiB: paged by Range reads below
             except OSError as exc:
                 code = READ_ERRORS.get(exc.errno or 0)
                 if code is not None:
                     return read_error(file_path, code)
+                return await BaseSandbox.aread(self, file_path, offset, limit)
             else:
                 page = render_page(raw, file_path, offset, limit)
                 if page is not None:
                     return page
+                return await BaseSandbox.aread(self, file_path, offset, limit)
+        page = await paged_read(self._session, cache, file_path, offset, limit)
+        if page is not None:
+            return page
         return await BaseSandbox.aread(self, file_path, offset, limit)

@@ -69,6 +69,8 @@ CREATE_METADATA_KEY: Final = "pydantic-ai-create"
 """Metadata entry on every sandbox this package creates, to find ones left without a stored ref."""
 _CREATE_METADATA: Final = {CREATE_METADATA_KEY: "true"}
 DEFAULT_WORKING_DIR: Final = "/workspace"
+DEFAULT_SANDBOX_TIMEOUT: Final = 1800
+"""Default `sandbox_timeout`: 30 minutes of disuse, the idle lifetime every package here uses."""
 _MAX_OUTPUT: Final = 16 * 1024 * 1024
 """Bytes of stdout and of stderr a command may print; past that `run` raises instead of cutting."""
 
@@ -119,6 +121,10 @@ def require_asyncio() -> None:
 # | ConfigurationError while starting           | WorkspaceError (e.g. working_dir not creatable)    |
 # | ConfigurationError in an operation          | ValueError (a bad argument, such as removing '/')  |
 # | FileNotFoundError from `run`                | WorkspaceError: the working directory is gone      |
+#
+# Every execd generation whose output can be rebuilt exactly works (1.1, and line-framed v1.0.17 to
+# v1.0.19, whose output the core reads from execd's raw output files); only v1.0.16 and older,
+# which drop blank lines, raise UnsupportedDaemonError, whose message names the image to use.
 
 
 def _unavailable(exc: BaseException, *, starting: bool) -> Exception:
@@ -293,7 +299,8 @@ class OpenSandboxBackend(WorkspaceBackend, SupportsCommands, SupportsFilesystem,
     Built with `image`, the first operation creates a sandbox from it; built with `ref`, it attaches
     to that sandbox and raises `WorkspaceUnavailableError` if it is gone, never creating a
     replacement. Building does no I/O. The backend never deletes the sandbox: call
-    `OpenSandbox().destroy(ref)`, or set `sandbox_timeout`.
+    `OpenSandbox().destroy(ref)`; left unused, it expires after `sandbox_timeout` (30 minutes by
+    default).
 
     File operations use execd's native file API (a file moves in one or two requests). The
     OpenSandbox SDK runs on asyncio only, so under Trio every operation raises `UserError`.
@@ -311,8 +318,9 @@ class OpenSandboxBackend(WorkspaceBackend, SupportsCommands, SupportsFilesystem,
         allow_internet_access: `False` asks the server for deny-all egress on a new sandbox.
         secure_access: Ask the server to turn on Secure Access for a new sandbox (Kubernetes with
             the ingress gateway only; Docker rejects it).
-        sandbox_timeout: Seconds the sandbox may go unused before the server deletes it; every
-            operation renews it, on an attached sandbox too. `None` keeps it until destroyed.
+        sandbox_timeout: Seconds the sandbox may go unused before the server deletes it (default
+            1800, 30 minutes); every operation renews it and a running command keeps renewing it,
+            on an attached sandbox too. `None` keeps it until destroyed.
     """
 
     def __init__(
@@ -326,7 +334,7 @@ class OpenSandboxBackend(WorkspaceBackend, SupportsCommands, SupportsFilesystem,
         resource: Mapping[str, str] | None = None,
         allow_internet_access: bool = True,
         secure_access: bool = False,
-        sandbox_timeout: int | None = None,
+        sandbox_timeout: int | None = DEFAULT_SANDBOX_TIMEOUT,
     ) -> None:
         if (image is None) == (ref is None):
             raise ValueError(

@@ -5,10 +5,18 @@ and opensandbox-server 1.1.1: a run creates its sandbox on first use, a follow-u
 message history, `workspace=ref` reattaches, `workspace='new'` creates another, a destroyed sandbox
 raises `WorkspaceUnavailableError`, and a run under `DBOSDurability` (dbos 3.4, SQLite) records the
 ref in its first step and reaches the same sandbox after a worker failure.
+
+On 2026-12-01 (same versions): a run that fails (the model raises, or a real SIGINT stops
+`run_sync` while the model is awaited) deletes the sandbox it created, after the user's
+`on_run_error` hooks ran; one it attached to (by ref, from the message history) stays. `wrap_run`
+is the place: pydantic-ai calls `on_run_error` only for failures of the run body, never for
+`KeyboardInterrupt`, while `wrap_run` sees every failure, cancellation included.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -19,9 +27,11 @@ from pydantic_ai.tools import AgentDepsT, RunContext
 from pydantic_ai.workspaces import Workspace, WorkspaceBackend, WorkspaceRef, WrapperWorkspace
 
 from ._backend import (
+    DEFAULT_SANDBOX_TIMEOUT,
     DEFAULT_WORKING_DIR,
     PROVIDER,
     OpenSandboxBackend,
+    _run_to_completion,
     check_env,
     check_sandbox_timeout,
     check_working_dir,
@@ -34,6 +44,8 @@ if TYPE_CHECKING:
 
 __all__ = ["OpenSandbox"]
 
+logger = logging.getLogger(__name__)
+
 
 class _SuppliedBackend(OpenSandboxBackend):
     """A backend `OpenSandbox` built for one run; the capability closes it when that run ends."""
@@ -41,6 +53,7 @@ class _SuppliedBackend(OpenSandboxBackend):
     def __init__(self, *, run_id: str | None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.run_id = run_id
+        self.created_by_run = kwargs.get("ref") is None
         # Until a run claims it nothing closes this backend (a durable engine may build one per
         # step and drop it), so its clients close after each operation instead.
         self._close_after_operation = True
@@ -50,12 +63,44 @@ class _SuppliedBackend(OpenSandboxBackend):
         self._close_after_operation = not owned
 
 
-def _innermost_backend(workspace: Workspace) -> WorkspaceBackend:
+def _innermost_backend(workspace: Workspace) -> tuple[WorkspaceBackend, bool]:
+    """The backend under the run's workspace, and whether a durable engine wraps it."""
+    try:
+        from pydantic_ai.durable_exec._workspace import DurableWorkspace
+    except ImportError:  # pragma: no cover - present in every supported pydantic-ai
+        durable_types: tuple[type, ...] = ()
+    else:
+        durable_types = (DurableWorkspace,)
+    durable = False
     # Through `wrapped`, not `backend`: a durable workspace refuses `backend` in workflow code.
     current: WorkspaceBackend = workspace
     while isinstance(current, Workspace):
+        durable = durable or isinstance(current, durable_types)
         current = current.wrapped if isinstance(current, WrapperWorkspace) else current.backend
-    return current
+    return current, durable
+
+
+async def _destroy_after_failure(backend: _SuppliedBackend, error: BaseException) -> None:
+    """Delete the sandbox a failed run created; never raises, survives a cancelled caller."""
+    sandbox_id = backend.session.id
+    if sandbox_id is None or not backend.session.owned:
+        return
+    logger.warning(
+        "Deleting sandbox %s: the run that created it failed (%s), so no result holds its ref.",
+        sandbox_id,
+        type(error).__name__,
+    )
+    try:
+        await _run_to_completion(backend.session.destroy)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        logger.warning(
+            "Could not delete sandbox %s after the failed run (%s); it expires after its "
+            "sandbox_timeout.",
+            sandbox_id,
+            type(exc).__name__,
+        )
 
 
 @dataclass(kw_only=True)
@@ -71,10 +116,11 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
     ```
 
     With an `image`, a run without a ref creates a sandbox on first use; a `WorkspaceRef` (from the
-    message history or `workspace=`) attaches to an existing one. A run never deletes its sandbox:
-    call `destroy(ref)`, or set `sandbox_timeout`. Without an `image` the capability only attaches
-    and destroys by ref. It supplies the workspace only; compose it with `Coder`, `Shell` or
-    `FileSystem` to give the model tools that use it.
+    message history or `workspace=`) attaches to an existing one. A run that succeeds keeps its
+    sandbox (call `destroy(ref)`; unused, it expires after `sandbox_timeout`, 30 minutes by default);
+    a run that fails, Ctrl-C included, deletes the sandbox it created, never one it attached to.
+    Without an `image` the capability only attaches and destroys by ref. It supplies the workspace
+    only; compose it with `Coder`, `Shell` or `FileSystem` to give the model tools that use it.
     """
 
     image: str | None = None
@@ -94,9 +140,11 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
     secure_access: bool = False
     """Ask the server for Secure Access on a new sandbox (Kubernetes ingress gateway only)."""
 
-    sandbox_timeout: int | None = None
-    """Seconds a sandbox may go unused before the server deletes it, files included; every operation
-    renews it, also on an attached sandbox. `None` keeps it until destroyed."""
+    sandbox_timeout: int | None = DEFAULT_SANDBOX_TIMEOUT
+    """Seconds a sandbox may go unused before the server deletes it, files included (default 1800,
+    30 minutes, as in every package of this project). Every operation renews it as it starts and a
+    running command keeps renewing it, also on an attached sandbox. `None` keeps it until
+    destroyed."""
 
     working_dir: str | None = DEFAULT_WORKING_DIR
     """Absolute directory commands start in and relative paths resolve against, created on first use
@@ -130,7 +178,7 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
         resource: Mapping[str, str] | None = None,
         allow_internet_access: bool = True,
         secure_access: bool = False,
-        sandbox_timeout: int | None = None,
+        sandbox_timeout: int | None = DEFAULT_SANDBOX_TIMEOUT,
         working_dir: str | None = DEFAULT_WORKING_DIR,
         env: Mapping[str, str] | None = None,
         **kwargs: Any,
@@ -200,7 +248,7 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
         self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler
     ) -> AgentRunResult[Any]:
         # Only the backend this run built: one passed as `workspace=` belongs to whoever built it.
-        backend = _innermost_backend(ctx.workspace)
+        backend, durable = _innermost_backend(ctx.workspace)
         owned = (
             backend
             if isinstance(backend, _SuppliedBackend) and backend.run_id == ctx.run_id
@@ -210,6 +258,13 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
             owned.claim(True)
         try:
             return await handler()
+        except BaseException as error:
+            # A failed run returns no result, so nobody could find or delete the sandbox it
+            # created. One it attached to (a ref, the message history) is never deleted, nor
+            # is one under a durable engine, which may resume the run in it.
+            if owned is not None and not durable and owned.created_by_run:
+                await _destroy_after_failure(owned, error)
+            raise
         finally:
             if owned is not None:
                 # `result.workspace` outlives the run, with no one left to close it.

@@ -1,0 +1,379 @@
+"""Native `ls` and paged `read` against BaseSandbox's own scripts on the same live sandbox.
+
+Each native result must equal `BaseSandbox.<tool>(backend, ...)` exactly (field for field, in
+the same order), for hostile names and for files that change between pages, on every execd
+generation profile of the testbed daemon.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from deepagents.backends.sandbox import BaseSandbox
+
+from deepagents_opensandbox_backend import OpenSandboxBackend
+from deepagents_opensandbox_backend._glob import native_glob
+from deepagents_opensandbox_backend._paging import page_cache
+from deepagents_opensandbox_backend._tools import native_edit, native_ls
+from opensandbox_core import run_blocking
+
+ROOT = "/workspace/native-tools"
+MIB = 1024 * 1024
+
+HOSTILE_NAMES = [
+    "plain.txt",
+    "with space",
+    "q'uote",
+    'd"quote',
+    "nl\nname",
+    "tab\tname",
+    "é中文🎉",
+    "price$5.txt",
+    "$HOME",
+    "-leading-dash",
+    "*star?[x]{a,b}",
+    "back\\slash",
+    " lead-space",
+    ".hidden",
+]
+
+SETUP = r"""
+set -e
+root="$1"
+rm -rf -- "$root"
+mkdir -p -- "$root/dir/sub/deeper/deepest" "$root/empty"
+shift
+for name in "$@"; do printf 'x\n' > "$root/dir/$name"; mkdir -p -- "$root/dir/sub/$name.d"; done
+: > "$root/dir/empty-file"
+printf '\0\1\2\377' > "$root/dir/binary.bin"
+ln -s sub "$root/dir/link-to-dir"
+ln -s plain.txt "$root/dir/link-to-file"
+ln -s missing "$root/dir/dangling"
+ln -s "$root/dir" "$root/link-to-root-dir"
+mkfifo "$root/dir/fifo"
+for i in $(seq 1 50); do : > "$root/dir/sub/deeper/deepest/f$i"; done
+"""
+
+
+@pytest.fixture(scope="module", params=["1.0.19", "1.0.18", "1.1"])
+def tools_backend(
+    request: pytest.FixtureRequest, testbed_env: dict[str, str]
+) -> Iterator[OpenSandboxBackend]:
+    """One sandbox per execd generation profile, with a tree of hostile names."""
+    with OpenSandboxBackend.create(env={"OSB_EXECD_PROFILE": request.param}) as backend:
+        done = run_blocking(
+            backend.session.run(["bash", "-c", SETUP, "setup", ROOT, *HOSTILE_NAMES])
+        )
+        assert done.exit_code == 0, done.stderr
+        yield backend
+
+
+LS_PATHS = [
+    f"{ROOT}/dir",
+    f"{ROOT}/dir/",
+    f"{ROOT}/dir/sub",
+    f"{ROOT}/dir/sub/deeper/deepest",
+    f"{ROOT}/empty",
+    f"{ROOT}/dir/link-to-dir",
+    f"{ROOT}/link-to-root-dir",
+    f"{ROOT}/dir/plain.txt",
+    f"{ROOT}/dir/link-to-file",
+    f"{ROOT}/dir/dangling",
+    f"{ROOT}/dir/fifo",
+    f"{ROOT}/dir/plain.txt/below",
+    f"{ROOT}/missing",
+    f"{ROOT}/dir/with space",
+    f"{ROOT}/dir/sub/nl\nname.d",
+    f"{ROOT}/dir/sub/-leading-dash.d",
+    f"{ROOT}/dir/sub/$HOME.d",
+    "/",
+    "native-tools-relative",
+    "",
+]
+
+
+def test_ls_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:
+    for path in LS_PATHS:
+        native = tools_backend.ls(path)
+        assert native == BaseSandbox.ls(tools_backend, path), path
+        if path == f"{ROOT}/dir":
+            names = {e["path"].rsplit("/", 1)[-1] for e in native.entries or []}
+            assert set(HOSTILE_NAMES) <= names
+            assert {"link-to-dir": False, "sub": True}.items() <= {
+                e["path"].rsplit("/", 1)[-1]: e["is_dir"] for e in native.entries or []
+            }.items()
+
+
+async def test_als_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:
+    for path in LS_PATHS[:8]:
+        assert await tools_backend.als(path) == await BaseSandbox.als(tools_backend, path), path
+
+
+def _text(size: int, ending: bytes, width: int = 64) -> bytes:
+    line = b"y" * (width - len(ending))
+    body = b"".join(b"%08d" % i + line[8:] + ending for i in range(size // width))
+    return body + b"tail-without-ending"
+
+
+BIG_FILES = {
+    "lf.txt": _text(3 * MIB, b"\n"),
+    "crlf.txt": _text(3 * MIB, b"\r\n", width=1023),
+    "unicode.txt": "".join(f"{i} é中🎉 line\n" for i in range(150_000)).encode(),
+    "long-line.txt": b"z" * (2 * MIB) + b"\nshort\n",
+    "late-invalid.txt": b"ok\n" * 500_000 + b"\xff\n" + b"after\n" * 10,
+    "binary-prefix.txt": b"\xff" * 100 + b"a\n" * MIB,
+    "image.png": b"\x89PNG" + b"\0" * (2 * MIB),
+}
+WINDOWS = [(0, 2000), (2000, 2000), (1, 3), (40_000, 100), (49_000, 5000), (10**7, 1), (0, 0)]
+
+
+def test_paged_read_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:
+    session = tools_backend.session
+    for name, data in BIG_FILES.items():
+        path = f"{ROOT}/big/{name}"
+        run_blocking(session.write_bytes(path, data))
+        for offset, limit in WINDOWS:
+            assert tools_backend.read(path, offset, limit) == BaseSandbox.read(
+                tools_backend, path, offset, limit
+            ), (name, offset, limit)
+
+
+def test_sequential_pages_match_and_see_changes(tools_backend: OpenSandboxBackend) -> None:
+    session = tools_backend.session
+    path = f"{ROOT}/big/changing.txt"
+    first = _text(4 * MIB, b"\n")
+    run_blocking(session.write_bytes(path, first))
+    offset, pages = 0, 0
+    while offset is not None and pages < 4:
+        page = tools_backend.read(path, offset, 6000)
+        assert page == BaseSandbox.read(tools_backend, path, offset, 6000), offset
+        offset, pages = page.next_offset, pages + 1
+    # Same size, other content: the index of the old version must not be used.
+    second = first.replace(b"y", b"w")
+    assert len(second) == len(first)
+    run_blocking(session.write_bytes(path, second))
+    assert offset is not None
+    page = tools_backend.read(path, offset, 6000)
+    assert page == BaseSandbox.read(tools_backend, path, offset, 6000)
+    assert "w" in (page.file_data or {}).get("content", "")
+    # Shorter: the old line starts are past the new end.
+    run_blocking(session.write_bytes(path, first[: 2 * MIB]))
+    page = tools_backend.read(path, offset, 6000)
+    assert page == BaseSandbox.read(tools_backend, path, offset, 6000)
+    # Replaced by a directory, then removed.
+    run_blocking(session.remove(path))
+    run_blocking(session.make_dir(path))
+    assert tools_backend.read(path, 0, 10) == BaseSandbox.read(tools_backend, path, 0, 10)
+    run_blocking(session.remove(path))
+    assert tools_backend.read(path, 0, 10) == BaseSandbox.read(tools_backend, path, 0, 10)
+
+
+async def test_async_paged_read_through_a_symlink(tools_backend: OpenSandboxBackend) -> None:
+    session = tools_backend.session
+    target = f"{ROOT}/big/target.txt"
+    link = f"{ROOT}/big/link.txt"
+    await session.write_bytes(target, _text(2 * MIB, b"\n"))
+    await session.run(["ln", "-sfn", "--", target, link])
+    for offset in (0, 2000, 4000, 30_000, 32_000, 40_000):
+        native = await tools_backend.aread(link, offset, 2000)
+        assert native == await BaseSandbox.aread(tools_backend, link, offset, 2000), offset
+    await session.write_bytes(target, _text(2 * MIB, b"\n").replace(b"y", b"v"))
+    native = await tools_backend.aread(link, 2000, 2000)
+    assert native == await BaseSandbox.aread(tools_backend, link, 2000, 2000)
+    assert "v" in (native.file_data or {}).get("content", "")
+
+
+EDIT_CASES: list[tuple[str, bytes | None, str, str, bool]] = [
+    # (name, content or None for a prepared special path, old, new, replace_all)
+    ("one.txt", b"hello world\n", "world", "there", False),
+    ("twice.txt", b"a x a x\n", "x", "y", False),
+    ("twice-all.txt", b"a x a x\n", "x", "y", True),
+    ("none.txt", b"abc\n", "zzz", "y", False),
+    ("crlf.txt", b"one\r\ntwo\r\nthree\r\n", "one\ntwo", "1\n2", False),
+    ("mixed.txt", b"a\nb\r\na\nb\r\n", "a\nb", "c\nd", True),
+    ("unicode.txt", "héllo 世界 🎉\n".encode(), "世界", "wörld", False),
+    (
+        "hostile.txt",
+        b"x = '$HOME' \"q\" \\n `id`\n",
+        "'$HOME' \"q\" \\n `id`",
+        "$(rm -rf /)",
+        False,
+    ),
+    ("delete.txt", b"keep drop keep\n", " drop", "", False),
+    ("binary.txt", b"\xff\xfe\x00abc", "abc", "d", False),
+    ("empty.txt", b"", "a", "b", False),
+    ("big-payload.txt", b"start " + b"q" * 60_000 + b" end\n", "q" * 60_000, "r" * 60_001, False),
+    ("price$5.txt", b"dollar\n", "dollar", "euro", False),
+    ("dir", None, "a", "b", False),
+    ("missing.txt", None, "a", "b", False),
+    ("fifo", None, "a", "b", False),
+    ("dangling", None, "a", "b", False),
+]
+
+
+def _prepare(session: object, root: str) -> None:
+    script = (
+        'set -e; r="$1"; rm -rf -- "$r"; mkdir -p -- "$r/dir"; mkfifo "$r/fifo"; '
+        'ln -s nowhere "$r/dangling"'
+    )
+    done = run_blocking(session.run(["bash", "-c", script, "prepare", root]))  # type: ignore[attr-defined]
+    assert done.exit_code == 0, done.stderr
+
+
+def test_edit_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:
+    session = tools_backend.session
+    root = f"{ROOT}/edit"
+    _prepare(session, root)
+    for name, content, old, new, replace_all in EDIT_CASES:
+        path = f"{root}/{name}"
+        outcomes = []
+        for edit in (tools_backend.edit, lambda *a: BaseSandbox.edit(tools_backend, *a)):
+            if content is not None:
+                run_blocking(session.write_bytes(path, content))
+            result = edit(path, old, new, replace_all)
+            after = run_blocking(session.read_bytes(path)) if content is not None else None
+            outcomes.append((result, after))
+        assert outcomes[0] == outcomes[1], name
+
+
+def test_edit_keeps_inode_mode_and_symlink(tools_backend: OpenSandboxBackend) -> None:
+    session = tools_backend.session
+    root = f"{ROOT}/edit-meta"
+    script = (
+        'set -e; r="$1"; rm -rf -- "$r"; mkdir -p -- "$r"; printf "a\\r\\nb\\r\\n" > "$r/t.txt"; '
+        'chmod 640 "$r/t.txt"; ln -s t.txt "$r/link"'
+    )
+    assert run_blocking(session.run(["bash", "-c", script, "s", root])).exit_code == 0
+    stat = ["stat", "-c", "%i %a %F", f"{root}/t.txt", f"{root}/link"]
+    before = run_blocking(session.run(stat)).stdout
+    result = tools_backend.edit(f"{root}/link", "a\nb", "c\nd")
+    assert result.error is None and result.occurrences == 1
+    assert run_blocking(session.read_bytes(f"{root}/t.txt")) == b"c\r\nd\r\n"
+    assert run_blocking(session.run(stat)).stdout == before
+
+
+async def test_aedit_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:
+    session = tools_backend.session
+    path = f"{ROOT}/edit-async/a.txt"
+    results = []
+    for edit in (tools_backend.aedit, lambda *a: BaseSandbox.aedit(tools_backend, *a)):
+        await session.write_bytes(path, b"x\r\ny\r\nx\r\ny\r\n")
+        results.append((await edit(path, "x\ny", "z", False), await session.read_bytes(path)))
+        await session.write_bytes(path, b"x\r\ny\r\nx\r\ny\r\n")
+        results.append((await edit(path, "x\ny", "z", True), await session.read_bytes(path)))
+        results.append((await edit(path, "", "z", True), await session.read_bytes(path)))
+    assert results[:3] == results[3:]
+
+
+def test_the_native_paths_answer_without_the_scripts(tools_backend: OpenSandboxBackend) -> None:
+    """The comparisons above would also pass if every call fell back to the scripts."""
+    session = tools_backend.session
+    path = f"{ROOT}/native/one.txt"
+    run_blocking(session.write_bytes(path, b"alpha beta\n"))
+    edited = run_blocking(native_edit(session, path, "beta", "gamma", replace_all=False))
+    assert edited is not None and edited.occurrences == 1
+    assert run_blocking(session.read_bytes(path)) == b"alpha gamma\n"
+    listed = run_blocking(native_ls(session, f"{ROOT}/native"))
+    assert listed is not None and listed.entries == [{"path": path, "is_dir": False}]
+    big = f"{ROOT}/native/big.txt"
+    run_blocking(session.write_bytes(big, _text(2 * MIB, b"\n")))
+    page = tools_backend.read(big, 100, 10)
+    assert page.start_line == 101
+    assert page_cache(session).get(big) is not None  # paged by Range reads, not the script
+
+
+GLOB_CASES: list[tuple[str, str | None]] = [
+    ("*", f"{ROOT}/dir"),
+    ("*.txt", f"{ROOT}/dir"),
+    ("**/*", ROOT),
+    ("**", ROOT),
+    ("**/*.d", ROOT),
+    ("dir/*", ROOT),
+    ("/dir/*", ROOT),
+    ("*/sub/*", ROOT),
+    ("**/f1?", ROOT),
+    ("**/f[0-9]", ROOT),
+    ("**/f[!1]*", ROOT),
+    ("**/f[^1]*", ROOT),
+    ("{plain,binary}.*", f"{ROOT}/dir"),
+    ("**/{f1,f2}{0,}", ROOT),
+    (".hidden", f"{ROOT}/dir"),
+    (".*", f"{ROOT}/dir"),
+    ("**/.*", ROOT),
+    ("*star*", f"{ROOT}/dir"),
+    ("price$5.txt", f"{ROOT}/dir"),
+    ("**/nl*", ROOT),
+    ("dir/**", ROOT),
+    ("dir//plain.txt", ROOT),
+    ("dir/", ROOT),
+    ("[", f"{ROOT}/dir"),
+    ("back\\slash", f"{ROOT}/dir"),
+    ("../dir/*", ROOT),
+    ("{a,b}" * 12, ROOT),
+    ("*", f"{ROOT}/dir/link-to-dir"),
+    ("*", f"{ROOT}/link-to-root-dir"),
+    ("*", f"{ROOT}/missing"),
+    ("*", f"{ROOT}/dir/plain.txt"),
+    ("*", "native-tools-relative"),
+    ("link*", f"{ROOT}/dir"),
+    ("*", f"{ROOT}/escape"),
+    ("workspace/native-tools/dir/*.txt", "/"),
+    ("*.txt", None),
+]
+
+
+def test_glob_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:
+    session = tools_backend.session
+    script = (
+        'set -e; r="$1"; mkdir -p -- "$r/escape/inner"; ln -sfn /etc/hostname "$r/escape/out"; '
+        'ln -sfn inner/f "$r/escape/in"; : > "$r/escape/inner/f"; ln -sfn .. "$r/escape/up"'
+    )
+    assert run_blocking(session.run(["bash", "-c", script, "s", ROOT])).exit_code == 0
+    for pattern, path in GLOB_CASES:
+        native = tools_backend.glob(pattern, path)
+        assert native == BaseSandbox.glob(tools_backend, pattern, path), (pattern, path)
+    listed = run_blocking(native_glob(session, "**/*", ROOT))
+    assert listed is not None and len(listed.matches or []) > 50  # answered natively
+
+
+async def test_aglob_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:
+    for pattern, path in GLOB_CASES[:6]:
+        native = await tools_backend.aglob(pattern, path)
+        assert native == await BaseSandbox.aglob(tools_backend, pattern, path), (pattern, path)
+
+
+async def test_core_read_range_and_replace_text(tools_backend: OpenSandboxBackend) -> None:
+    """The two core calls the native tools add: ranged reads and in-place replaces."""
+    session = tools_backend.session
+    base = f"{ROOT}/core-calls"
+    data = bytes(range(256)) * 4
+    for name in ("plain.bin", "price$5.bin"):
+        await session.write_bytes(f"{base}/{name}", data)
+        path = f"{base}/{name}"
+        assert await session.read_range(path, 0, 10) == data[:10]
+        assert await session.read_range(path, 1000, 100) == data[1000:]
+        assert await session.read_range(path, 1024, 5) == b""
+        assert await session.read_range(path, 5000, 5) == b""
+        assert await session.read_range(path, 3, 0) == b""
+    await session.run(["ln", "-sfn", "plain.bin", f"{base}/link"])
+    assert await session.read_range(f"{base}/link", 250, 10) == data[250:260]
+    with pytest.raises(FileNotFoundError):
+        await session.read_range(f"{base}/missing", 0, 1)
+    with pytest.raises(IsADirectoryError):
+        await session.read_range(base, 0, 1)
+    await session.run(["mkfifo", f"{base}/fifo"])
+    with pytest.raises(OSError, match="FIFO"):
+        await session.read_range(f"{base}/fifo", 0, 1)
+    with pytest.raises(ValueError, match="offset"):
+        await session.read_range(f"{base}/plain.bin", -1, 1)
+
+    await session.write_bytes(f"{base}/t.txt", b"a-b-a\n")
+    await session.replace_text(f"{base}/t.txt", "a", "xyz")
+    assert await session.read_bytes(f"{base}/t.txt") == b"xyz-b-xyz\n"
+    with pytest.raises(FileNotFoundError):
+        await session.replace_text(f"{base}/missing.txt", "a", "b")
+    with pytest.raises(ValueError, match="rewritten"):
+        await session.replace_text(f"{base}/price$5.bin", "a", "b")
+    with pytest.raises(ValueError, match="non-empty"):
+        await session.replace_text(f"{base}/t.txt", "", "b")

@@ -1,0 +1,175 @@
+"""Paged `read()` (Range reads and a line index) against BaseSandbox's read script, run locally.
+
+Every page the backend renders from byte ranges must equal what the script prints for the
+same file; where the paging gives up (invalid UTF-8 the script would decode) the script is the
+answer, so `None` is accepted only when the script itself fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from deepagents.backends.protocol import ReadResult
+from deepagents.backends.sandbox import _build_read_cmd, _parse_read_output
+
+from deepagents_opensandbox_backend._paging import PAGED_ABOVE, LineIndex, read_page
+
+MIB = 1024 * 1024
+
+
+def _script(path: Path, offset: int, limit: int) -> ReadResult:
+    script = _build_read_cmd(str(path), offset, limit)
+    script = script.replace("python3 -c", f"{shlex.quote(sys.executable)} -c", 1)
+    run = subprocess.run(["bash", "-c", script], capture_output=True, check=False)
+    return _parse_read_output(run.stdout.decode(), str(path))
+
+
+class _Counting:
+    """A fetch over bytes that records how many bytes each page cost."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.moved = 0
+        self.calls = 0
+
+    async def __call__(self, start: int, length: int) -> bytes:
+        self.calls += 1
+        chunk = self.data[start : start + length]
+        self.moved += len(chunk)
+        return chunk
+
+
+def _page(fetch: _Counting, index: LineIndex, path: Path, offset: int, limit: int) -> object:
+    return asyncio.run(read_page(fetch, index, str(path), offset, limit))
+
+
+def _straddling_crlf() -> bytes:
+    # "\r\n" pairs split by every power-of-two window boundary the paging reads at.
+    line = b"y" * 1021 + b"\r\n"  # 1023 bytes: boundaries fall at every position in turn
+    return line * (PAGED_ABOVE // len(line) + 600)
+
+
+FILES: dict[str, bytes] = {
+    "lines64.txt": b"".join(b"%063d\n" % i for i in range(PAGED_ABOVE // 64 + 3000)),
+    "crlf.txt": _straddling_crlf(),
+    "cr_only.txt": b"".join(b"r%d\r" % i for i in range(300_000)),
+    "mixed_unterminated.txt": b"".join(b"a%d\r\r\nb\n\n" % i for i in range(150_000)) + b"tail",
+    "unicode.txt": "".join(f"{i} héllo 世界 🎉\n" for i in range(80_000)).encode(),
+    "one_long_line.txt": b"z" * (2 * MIB) + b"\nafter\n",
+    "long_lines.txt": b"".join(b"%d" % i + b"w" * 200_000 + b"\n" for i in range(12)),
+    "empty_lines.txt": b"\n" * (PAGED_ABOVE + 10),
+    "late_invalid.txt": b"ok line\n" * 200_000 + b"\xff\xfe\n" + b"more\n" * 1000,
+}
+WINDOWS = [
+    (0, 2000),
+    (1, 1),
+    (5, 3),
+    (131_000, 2000),
+    (150_000, 100),
+    (199_990, 50),
+    (299_999, 5),
+    (300_000, 1),
+    (10_000_000, 3),
+    (0, 100_000),
+    (-3, 2),
+    (0, 0),
+]
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_every_window_matches_the_script(tmp_path: Path, name: str) -> None:
+    data = FILES[name]
+    assert len(data) > PAGED_ABOVE
+    path = tmp_path / name
+    path.write_bytes(data)
+    index = LineIndex(version=(len(data),), size=len(data))
+    fetch = _Counting(data)
+    for offset, limit in WINDOWS:  # one index for all: later windows start from checkpoints
+        got = _page(fetch, index, path, offset, limit)
+        expected = _script(path, offset, limit)
+        if got is None:
+            assert expected.error and "unexpected server response" in expected.error
+        else:
+            assert got == expected, (offset, limit)
+        fresh = _page(_Counting(data), LineIndex(version=(0,), size=len(data)), path, offset, limit)
+        assert fresh == got, ("a fresh index answers the same", offset, limit)
+
+
+def test_sequential_pages_cost_one_page_each(tmp_path: Path) -> None:
+    data = FILES["lines64.txt"] * 6  # about 7 MiB
+    path = tmp_path / "seq.txt"
+    path.write_bytes(data)
+    index = LineIndex(version=(len(data),), size=len(data))
+    offset, pages, limit = 0, 0, 6000
+    expected_lines = data.count(b"\n")
+    while True:
+        fetch = _Counting(data)
+        page = _page(fetch, index, path, offset, limit)
+        assert isinstance(page, ReadResult) and page.error is None
+        pages += 1
+        # The page's own bytes plus the slack, never the file up to it.
+        assert fetch.moved <= 64 * limit * 1.2 + 2 * 64 * 1024, (offset, fetch.moved)
+        if pages in (1, 2, 40):
+            assert page == _script(path, offset, limit)
+        if page.next_offset is None:
+            break
+        offset = page.next_offset
+    assert pages == -(-expected_lines // limit)
+    assert page.total_lines == expected_lines
+
+
+def test_new_version_starts_a_new_index(tmp_path: Path) -> None:
+    """The caller keys indexes by (size, mtime); a changed file gets a new one."""
+    first = FILES["lines64.txt"]
+    second = b"changed\n" + first
+    path = tmp_path / "v.txt"
+    path.write_bytes(first)
+    old = LineIndex(version=(len(first), 1), size=len(first))
+    assert _page(_Counting(first), old, path, 20_000, 10) == _script(path, 20_000, 10)
+    path.write_bytes(second)
+    new = LineIndex(version=(len(second), 2), size=len(second))
+    assert _page(_Counting(second), new, path, 20_000, 10) == _script(path, 20_000, 10)
+    assert old.version != new.version
+
+
+def test_checkpoints_stay_bounded() -> None:
+    index = LineIndex(version=(1,), size=10**9)
+    for line in range(1, 20_000):
+        index.learn(line, line * 100, line * 100)
+    assert len(index.starts) <= 4096
+    assert index.starts[0] == (0, 0)
+    line, offset = index.nearest(12_345)
+    assert line <= 12_345 and offset == line * 100
+
+
+def _outcome(layout: object, buf: bytes, eof: bool, offset: int, limit: int) -> object:
+    from deepagents_opensandbox_backend import _paging
+
+    try:
+        render, consumed, resume, next_line = getattr(_paging, str(layout))(buf, eof, offset, limit)
+    except _paging._NeedMore:
+        return "more"
+    return render("/f.txt"), consumed, resume, next_line
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_bulk_layout_decides_like_the_line_by_line_one(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    lengths = [rng.choice([0, 1, 5, 63, 1000, 40_000, 300_000]) for _ in range(rng.randint(1, 60))]
+    buf = b"".join(("é" * (n // 2)).encode()[:n] + b"\n" for n in lengths)
+    if rng.random() < 0.5:
+        buf += b"tail"
+    cut = rng.randint(0, len(buf))
+    for eof in (True, False):
+        window = buf if eof else buf[:cut]
+        for limit in (1, 2, 7, 2000):
+            assert _outcome("_layout_lf", window, eof, 3, limit) == _outcome(
+                "_layout_any", window, eof, 3, limit
+            ), (eof, limit)
