@@ -18,7 +18,7 @@ TEST_DEPS = nox.project.dependency_groups(PYPROJECT, "test")
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["lint", "typecheck", "tests", "integration"]
+nox.options.sessions = ["lint", "typecheck", "tests", "integration", "durable"]
 
 # Sessions use the interpreter that runs nox (3.11+), so that a fresh machine needs no other.
 PYTHON: str | None = None
@@ -94,12 +94,30 @@ def _split_profiles(posargs: list[str], default: tuple[str, ...]) -> tuple[list[
 def integration(session: nox.Session) -> None:
     """Live tests on every execd profile in turn (`-- --profile 1.0.18` for one; rest to pytest)."""
     profiles, rest = _split_profiles(session.posargs, PROFILES)
-    _with_testbed(session, profiles, "pytest", "tests/live", "-m", "not slow", *rest)
+    _with_testbed(
+        session,
+        profiles,
+        "pytest",
+        "tests/live",
+        "-m",
+        "not slow",
+        "--ignore=tests/live/durable",
+        *rest,
+    )
+
+
+@nox.session(python=PYTHON)
+def durable(session: nox.Session) -> None:
+    """Crash-and-resume tests: a real Temporal dev server and a LangGraph SQLite checkpointer."""
+    session.install(*nox.project.dependency_groups(PYPROJECT, "durable"))
+    profiles, rest = _split_profiles(session.posargs, PROFILES[:1])
+    _with_testbed(session, profiles, "pytest", "tests/live/durable", "-m", "not slow", *rest)
 
 
 @nox.session(python=PYTHON, default=False)
 def slow(session: nox.Session) -> None:
     """Slow live tests (load, soak) against the testbed: `pytest tests/live -m slow`."""
+    session.install(*nox.project.dependency_groups(PYPROJECT, "durable"))
     profiles, rest = _split_profiles(session.posargs, PROFILES[:1])
     _with_testbed(session, profiles, "pytest", "tests/live", "-m", "slow", *rest)
 

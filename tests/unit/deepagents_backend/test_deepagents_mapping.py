@@ -38,8 +38,11 @@ SECRET = "sk-unit-test-secret-0123456789"
 def test_public_names() -> None:
     assert set(deepagents_opensandbox_backend.__all__) == {
         "DEFAULT_IMAGE",
+        "NAMESPACE_METADATA_KEY",
+        "THREAD_METADATA_KEY",
         "InsecureSandboxWarning",
         "OpenSandboxBackend",
+        "ThreadSandboxBackend",
         "__version__",
     }
     assert issubclass(InsecureSandboxWarning, UserWarning)

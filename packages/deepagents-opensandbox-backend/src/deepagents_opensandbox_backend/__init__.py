@@ -16,7 +16,16 @@ Verified against deepagents 0.7.32, langchain-tests 1.1.9 and opensandbox-server
 from opensandbox_core import InsecureSandboxWarning
 
 from ._backend import DEFAULT_IMAGE, OpenSandboxBackend
+from ._threads import NAMESPACE_METADATA_KEY, THREAD_METADATA_KEY, ThreadSandboxBackend
 
 __version__ = "0.2.0"
 
-__all__ = ["DEFAULT_IMAGE", "InsecureSandboxWarning", "OpenSandboxBackend", "__version__"]
+__all__ = [
+    "DEFAULT_IMAGE",
+    "NAMESPACE_METADATA_KEY",
+    "THREAD_METADATA_KEY",
+    "InsecureSandboxWarning",
+    "OpenSandboxBackend",
+    "ThreadSandboxBackend",
+    "__version__",
+]
