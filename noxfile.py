@@ -102,6 +102,7 @@ def integration(session: nox.Session) -> None:
         "-m",
         "not slow",
         "--ignore=tests/live/durable",
+        "--durations=15",
         *rest,
     )
 
