@@ -116,10 +116,13 @@ class ExecdClient:
         return response.status_code == 200
 
     # -- commands -------------------------------------------------------------------------
-    async def run_events(self, body: Mapping[str, Any]) -> AsyncGenerator[dict[str, Any]]:
-        """POST /command and yield its events as they arrive. No read timeout."""
+    async def run_events(
+        self, body: Mapping[str, Any], *, read_timeout: float | None = None
+    ) -> AsyncGenerator[dict[str, Any]]:
+        """POST /command and yield its events as they arrive. No read timeout unless given (the
+        longest silence allowed between two chunks; execd sends a keep-alive every 3 s)."""
         timeout = httpx.Timeout(
-            self._timeout.connect, read=None, write=self._timeout.write, pool=None
+            self._timeout.connect, read=read_timeout, write=self._timeout.write, pool=None
         )
         async with self._client.stream(
             "POST",

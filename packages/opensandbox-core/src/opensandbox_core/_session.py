@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import dataclasses
 import errno
 import inspect
@@ -1393,9 +1394,14 @@ class AsyncSandboxSession:
     ) -> CommandResult:
         """Run one of the file commands (`_files`), with messages in English; a tool missing
         from the sandbox image is a ServerError that names it, never a path error."""
-        result = await self.run(
-            ["env", "LC_ALL=C", *argv], cwd=cwd, timeout=timeout, max_output=max_output
-        )
+        request_timeout = self._clients().sdk_config.request_timeout.total_seconds()
+        token = _STALL_TIMEOUT.set(max(1.0, request_timeout) + 3.5)
+        try:
+            result = await self.run(
+                ["env", "LC_ALL=C", *argv], cwd=cwd, timeout=timeout, max_output=max_output
+            )
+        finally:
+            _STALL_TIMEOUT.reset(token)
         if result.exit_code in (126, 127):
             raise ServerError(
                 f"Could not run `{argv[0]}` in sandbox {self._sandbox_id} "
@@ -1740,6 +1746,15 @@ _MISSING_CWD: Final = "working directory does not exist"
 _COMMAND_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
+# Set while the session runs a command of its own for a file operation: such a command answers at
+# once, so a stream silent for longer than this (execd's 3 s keep-alive plus the request timeout)
+# is a stalled network, reported like a stalled HTTP request instead of waiting out the command's
+# whole timeout.
+_STALL_TIMEOUT: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "_STALL_TIMEOUT", default=None
+)
+
+
 async def _read_events(
     execd: ExecdClient,
     body: Mapping[str, Any],
@@ -1752,7 +1767,7 @@ async def _read_events(
     execd sends nothing after a command's completion (or error) event but keeps the stream open
     for a grace period (1 s by default), so the stream is closed at once instead of read on.
     """
-    events = execd.run_events(body)
+    events = execd.run_events(body, read_timeout=_STALL_TIMEOUT.get())
     try:
         while not done():
             event = await anext(events, None)
