@@ -1394,8 +1394,7 @@ class AsyncSandboxSession:
     ) -> CommandResult:
         """Run one of the file commands (`_files`), with messages in English; a tool missing
         from the sandbox image is a ServerError that names it, never a path error."""
-        request_timeout = self._clients().sdk_config.request_timeout.total_seconds()
-        token = _STALL_TIMEOUT.set(max(1.0, request_timeout) + 3.5)
+        token = _STALL_TIMEOUT.set(max(1.0, float(self._connection.request_timeout)) + 3.5)
         try:
             result = await self.run(
                 ["env", "LC_ALL=C", *argv], cwd=cwd, timeout=timeout, max_output=max_output
