@@ -351,14 +351,23 @@ class _Daemon:
     def __init__(
         self, recording: dict[str, Any], profile: str, log_path: Path, daemon: Path
     ) -> None:
-        if Path(ctx_tmp := str(recording["daemon"]["tmpdir"])) in daemon.resolve().parents:
-            raise ReplayUnavailable(
-                f"the daemon file {daemon} lies under {ctx_tmp}, which the replay hides behind "
-                "a private directory; copy it elsewhere."
-            )
         if shutil.which("unshare") is None:
             raise ReplayUnavailable("`unshare` (util-linux) is not installed; install util-linux.")
         ctx = recording["daemon"]
+        hidden = Path(str(ctx["tmpdir"]))
+        # The private /tmp hides the host's: a checkout or a venv under /tmp (a CI clone) would
+        # vanish from under the daemon. So it runs from a copy outside /tmp, on the base
+        # interpreter (the daemon needs the standard library only, not the venv).
+        self.copy_dir = Path(tempfile.mkdtemp(prefix="execd-replay-", dir=_outside(hidden)))
+        copied = self.copy_dir / daemon.name
+        shutil.copy2(daemon, copied)
+        daemon = copied
+        python = Path(getattr(sys, "_base_executable", "") or sys.executable).resolve()
+        if hidden in python.parents:
+            raise ReplayUnavailable(
+                f"the interpreter {python} lies under {hidden}, which the replay hides behind a "
+                "private directory; run the tests with a Python installed elsewhere."
+            )
         self.token = str(ctx["access_token"])
         self.root = Path(tempfile.mkdtemp(prefix="execd-replay-"))
         os.chmod(self.root, 0o1777)  # noqa: S103 - it stands in for /tmp
@@ -389,7 +398,7 @@ class _Daemon:
             str(ctx["tmpdir"]),
             str(ctx["cwd"]),
             *env_args,
-            sys.executable,
+            str(python),
             str(daemon),
             "--host",
             "127.0.0.1",
@@ -437,6 +446,20 @@ class _Daemon:
             self.proc.wait()
         self.log.close()
         shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(self.copy_dir, ignore_errors=True)
+
+
+def _outside(hidden: Path) -> str:
+    """A writable directory for the daemon's copy that the private `hidden` dir does not cover."""
+    for candidate in ("/var/tmp", "/dev/shm", str(Path.home()), "/run"):
+        path = Path(candidate).resolve()
+        covered = path == hidden or hidden in path.parents
+        if path.is_dir() and os.access(path, os.W_OK) and not covered:
+            return str(path)
+    raise ReplayUnavailable(
+        f"no writable directory outside {hidden} for a copy of the daemon (tried /var/tmp, "
+        "/dev/shm, HOME, /run)."
+    )
 
 
 # ---------------------------------------------------------------------------------------------
