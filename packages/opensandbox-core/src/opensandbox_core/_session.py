@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import httpx
 
 from . import _errors, _files
-from ._config import Connection, SandboxSpec, validate_env
+from ._config import DEFAULT_LIFETIME, Connection, SandboxSpec, validate_env
 from ._errors import (
     CommandTimeoutError,
     ConfigurationError,
@@ -764,16 +764,31 @@ class AsyncSandboxSession:
 
     async def _maybe_renew(self, clients: _LoopClients) -> None:
         lifetime = self._lifetime
-        if not lifetime or self._sandbox_id is None:
+        if self._sandbox_id is None:
+            return
+        # An attached session without a lifetime of its own keeps a sandbox that expires alive
+        # while it is used (its creator may have stopped renewing it), extending the expiry to
+        # DEFAULT_LIFETIME from now but never shortening it, and never giving an expiry to a
+        # sandbox that has none.
+        extend_only = not lifetime and self._spec is None
+        if extend_only:
+            lifetime = DEFAULT_LIFETIME
+        if not lifetime:
             return
         now = time.monotonic()
         if now - self._renewal.last < max(1.0, lifetime / 10):
             return
         self._renewal.last = now
+        target = datetime.now(UTC) + timedelta(seconds=lifetime)
         try:
-            await clients.sandboxes.renew_sandbox_expiration(
-                self._sandbox_id, datetime.now(UTC) + timedelta(seconds=lifetime)
-            )
+            if extend_only:
+                info = await clients.sandboxes.get_sandbox_info(self._sandbox_id)
+                current = getattr(info, "expires_at", None)
+                if isinstance(current, datetime) and current.tzinfo is None:
+                    current = current.replace(tzinfo=UTC)
+                if not isinstance(current, datetime) or current >= target:
+                    return
+            await clients.sandboxes.renew_sandbox_expiration(self._sandbox_id, target)
         except Exception as exc:
             if _errors.is_not_found(exc):
                 raise SandboxUnavailableError(
@@ -783,9 +798,12 @@ class AsyncSandboxSession:
             logger.warning("Could not renew sandbox %s (%s)", self._sandbox_id, type(exc).__name__)
 
     def set_lifetime(self, lifetime: float | None) -> None:
-        """Renew the sandbox for `lifetime` seconds as each operation starts (None: never).
+        """Renew the sandbox for `lifetime` seconds as each operation starts.
 
-        Applies to attached sandboxes too; a created one starts with its spec's lifetime.
+        Applies to attached sandboxes too; a created one starts with its spec's lifetime. `None`
+        on a created sandbox: never renewed (it has no expiry). `None` on an attached one: an
+        expiry it has is extended to `DEFAULT_LIFETIME` from now while it is used, never
+        shortened, and a sandbox without an expiry never gets one.
         """
         if lifetime is not None:
             SandboxSpec._check_seconds(lifetime, "lifetime", minimum=1)
