@@ -194,3 +194,21 @@ def test_argv_is_quoted_literally(argv: list[str], expected: str) -> None:
 def test_bad_commands_are_configuration_errors(bad: object) -> None:
     with pytest.raises(ConfigurationError):
         _command_text(bad)  # type: ignore[arg-type]
+
+
+def test_a_trailing_slash_in_the_domain_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Connection(domain="127.0.0.1:8080/").resolved_domain() == "127.0.0.1:8080"
+    assert Connection(domain="https://sandbox.example.com//").resolved_domain() == (
+        "https://sandbox.example.com"
+    )
+    monkeypatch.setenv("OPEN_SANDBOX_DOMAIN", "localhost:9000/")
+    assert Connection().resolved_domain() == "localhost:9000"
+
+
+def test_an_html_page_is_named_not_pasted() -> None:
+    from opensandbox_core._errors import _body_message
+
+    page = "<!DOCTYPE html><html><body>" + "x" * 5000 + "</body></html>"
+    message = _body_message(httpx.Response(404, text=page))
+    assert "HTML page" in message and "domain" in message
+    assert "<html" not in message and len(message) < 200

@@ -111,7 +111,9 @@ class Connection:
     def resolved_domain(self) -> str:
         if self.sdk_config is not None:
             return self.sdk_config.get_domain()
-        return self.domain or os.environ.get(ENV_DOMAIN) or DEFAULT_DOMAIN
+        domain = self.domain or os.environ.get(ENV_DOMAIN) or DEFAULT_DOMAIN
+        # "host:8080/" would make every URL "//v1/...", which the server answers with a bare 404.
+        return domain.rstrip("/") or domain
 
     def resolved_api_key(self) -> str | None:
         if self.sdk_config is not None:

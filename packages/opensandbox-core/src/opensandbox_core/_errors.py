@@ -197,6 +197,12 @@ def _body_message(response: httpx.Response) -> str:
         data = response.json()
     except Exception:
         text = response.text if not response.is_stream_consumed or response.content else ""
+        if text.lstrip()[:1] == "<":
+            # Some other web server's page (a proxy, a dashboard): its HTML helps nobody.
+            return (
+                f"the answer is an HTML page ({len(text)} characters), not OpenSandbox's JSON: "
+                "check that the domain is the OpenSandbox server's address and port"
+            )
         return scrub(text[:300])
     if isinstance(data, dict):
         return scrub(str(data.get("message") or data.get("detail") or data)[:300])
