@@ -143,8 +143,13 @@ async def test_prepare_a_sandbox_before_the_run() -> None:
         workspace = Workspace(backend)
         await workspace.write_text("calc.py", "def add(a, b):\n    return a - b\n")
         # The README installs pytest with pip; the testbed has no network, so the setup step here
-        # is a command that needs none.
-        install = await workspace.run(["python3", "-m", "compileall", "-q", "."], timeout=300)
+        # is a command that needs none. Its .pyc files are checked by source hash: the native edit
+        # below can land in the same second as this step and keep the file's size, which a
+        # timestamp-checked .pyc would not notice (Python would then run the old code).
+        install = await workspace.run(
+            ["python3", "-m", "compileall", "-q", "--invalidation-mode", "checked-hash", "."],
+            timeout=300,
+        )
         if install.exit_code != 0:
             raise RuntimeError(f"setup failed: {install.stderr}")
         result = await agent.run("Fix the bug in calc.py.", workspace=backend, model=fix.model)
