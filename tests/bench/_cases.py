@@ -549,7 +549,7 @@ def _file_text(index: int) -> str:
 
 NATIVE = "adapter (native)"
 BASE = "BaseSandbox default"
-PAGED_SIZES_MIB = (1, 8, 64)
+PAGED_SIZES_MIB = (1, 2, 8, 16, 64)
 
 
 async def deepagents_tools(ctx: Context) -> dict[str, Any]:
@@ -631,8 +631,8 @@ async def deepagents_tools(ctx: Context) -> dict[str, Any]:
         out["implementation"] = {
             "write": "native upload",
             "read": "native download",
-            "ls": "native: one argv `ls` command",
-            "glob": "native: one `find` command, BaseSandbox's matcher",
+            "ls": "native: one argv `ls` command, escaped names as plain lines",
+            "glob": "native: one `find` command as one base64 line, BaseSandbox's matcher",
             "edit": "native: download + execd's in-place /files/replace",
             "grep": "BaseSandbox's command (inherited: already one command)",
         }

@@ -153,6 +153,16 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 worst[1] <= 1.5,
                 f"worst: {worst[0]}",
             )
+    small = results.get("transfers", {}).get("sizes", {}).get("4 KiB")
+    if small and "core native" in small.get("ratio_to_sdk", {}):
+        value = small["ratio_to_sdk"]["core native"]
+        add(
+            "4 KiB write + read, core vs raw SDK",
+            "<= 1.5x raw SDK",
+            _x(value),
+            not math.isnan(value) and value <= 1.5,
+            "atomic write (temporary name + rename) against the SDK's plain overwrite",
+        )
     mem = results.get("memory", {}).get("variants", {})
     ours = [
         (k, v["overhead_mib"])

@@ -1,4 +1,4 @@
-"""Every Python code block in docs/*.md and the core README runs, as written, against the testbed.
+"""Every Python code block in docs/*.md and the package READMEs runs, as written, against the testbed.
 
 A block preceded by an HTML comment `<!-- not-run: reason -->` is skipped (for example one that
 needs a paid model's API key); the reason is required so that skips stay deliberate.
@@ -22,7 +22,10 @@ BLOCK = re.compile(
 
 def _blocks() -> list[tuple[str, str, str | None]]:
     found = []
-    pages = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "packages/opensandbox-core/README.md"]
+    pages = [
+        *sorted((ROOT / "docs").glob("*.md")),
+        *sorted((ROOT / "packages").glob("*/README.md")),
+    ]
     for path in pages:
         for index, match in enumerate(BLOCK.finditer(path.read_text()), start=1):
             reason = match.group("reason")

@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from opensandbox_core import AsyncSandboxSession, SandboxUnavailableError, list_sandboxes
-from testbed.pipeline import WORKDIR, run_pipeline
+from testbed.pipeline import CHART_HEIGHT, CHART_WIDTH, WORKDIR, run_pipeline
 
 
 async def _exists(sandbox_id: str) -> bool:
@@ -20,10 +20,10 @@ def test_pipeline_shares_one_sandbox_between_frameworks(testbed_env: dict[str, s
 
     lines: list[str] = []
     result = run_pipeline(real_model=False, say=lines.append)
-    # The chart came back byte-exact and is a real 480x240 PNG.
+    # The chart came back byte-exact and is a real PNG of the size the script draws.
     assert hashlib.sha256(result.chart).hexdigest() == result.chart_sha256_in_sandbox
     assert result.chart[:8] == b"\x89PNG\r\n\x1a\n"
-    assert struct.unpack(">II", result.chart[16:24]) == (480, 240)
+    assert struct.unpack(">II", result.chart[16:24]) == (CHART_WIDTH, CHART_HEIGHT)
     # The Pydantic AI step computed its summary from the CSV the Deep Agents step produced.
     assert "- months: 12" in result.summary
     assert "total units:" in result.summary
@@ -31,7 +31,7 @@ def test_pipeline_shares_one_sandbox_between_frameworks(testbed_env: dict[str, s
         "Deep Agents: write + run data script",
         "Pydantic AI: attach by id, check, summarise",
     ]
-    assert any("wrote 12 rows" in d for d in result.steps[1].details)
+    assert any("wrote 12 rows" in d and "matplotlib" in d for d in result.steps[1].details)
     # Destroyed once, by its creator: attaching now fails, nothing is left.
     assert result.destroyed
     assert not asyncio.run(_exists(result.sandbox_id))

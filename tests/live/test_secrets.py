@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import logging
 import secrets
+import shlex
 import traceback
 from typing import Any
 
 import pytest
+from _drivers import PACKAGES, open_driver
 
 from opensandbox_core import AsyncSandboxSession, Connection, SandboxSpec
 
@@ -42,8 +44,8 @@ class Evidence:
             await coro
         except Exception as exc:
             self.add(exc)
-        else:  # pragma: no cover - every call given here fails
-            raise AssertionError("expected an error")
+        else:
+            raise AssertionError(f"expected an error from {coro!r}")
 
     def check(self, caplog: pytest.LogCaptureFixture, *needles: str) -> None:
         logs = caplog.text + "".join(
@@ -69,110 +71,54 @@ def _env_value() -> str:
     return "envsecret-" + secrets.token_hex(16)
 
 
-async def test_core_never_leaks(
-    debug_logs: pytest.LogCaptureFixture, testbed_env: dict[str, str], sandbox_image: str
+@pytest.mark.parametrize("package", PACKAGES)
+async def test_never_leaks(
+    package: str,
+    debug_logs: pytest.LogCaptureFixture,
+    testbed_env: dict[str, str],
+    sandbox_image: str,
 ) -> None:
+    """One scenario for the core and each adapter (drivers in tests/live/_drivers.py): a
+    sandbox with a secret env value, commands, files, failures of each kind, a wrong key and a
+    missing sandbox; then every log record, repr, message and traceback is searched."""
     key = testbed_env["OPEN_SANDBOX_API_KEY"]
     value = _env_value()
     wrong_key = "wrongkey-" + secrets.token_hex(16)
     evidence = Evidence()
-    connection = Connection(api_key=key)
-    session = AsyncSandboxSession(
-        SandboxSpec(image=sandbox_image), connection=connection, env={"MY_TOKEN": value}
-    )
-    evidence.add(session, connection, session.spec)
-    try:
-        assert (
-            await session.run(["sh", "-c", 'test "$MY_TOKEN" = "$1"', "sh", value])
-        ).exit_code == 0
-        await session.write_bytes("f.txt", b"data")
-        assert await session.read_bytes("f.txt") == b"data"
-        evidence.add(session, await session.stat("f.txt"), await session.run("false"))
-        await evidence.expect_error(session.read_bytes("/missing/file"))
-        await evidence.expect_error(session.run("sleep 5", timeout=0.5))
-        await evidence.expect_error(session.run("true", env={"BAD=": value}))
-        await evidence.expect_error(session.remove("/"))
-        commands, init = await _sandbox_environment(session)
-        assert key not in commands + init, "the API key reached the sandbox's environment"
+    async with open_driver(package, sandbox_image, env={"MY_TOKEN": value}, api_key=key) as driver:
+        evidence.add(driver.backend, driver.session, driver.session.connection)
+        code, _ = await driver.run(f'test "$MY_TOKEN" = {shlex.quote(value)}', 30)
+        assert code == 0, "the env value did not reach the command"
+        await driver.write("f.txt", b"data")
+        assert await driver.read("f.txt") == b"data"
+        evidence.add(driver.backend, await driver.run("false", 30))
+        await evidence.expect_error(driver.read("/missing/file"))
+        if package == "deepagents":  # a timed-out execute is a response, not an error
+            evidence.add(await driver.backend.aexecute("sleep 5", timeout=1))
+        else:
+            await evidence.expect_error(driver.run("sleep 5", 0.5))
+        await evidence.expect_error(driver.session.run("true", env={"BAD=": value}))
+        await evidence.expect_error(driver.session.remove("/"))
+        if package == "deepagents":
+            backend = driver.backend
+            evidence.add(await backend.aexecute("echo hi; false"))
+            evidence.add(await backend.aupload_files([("/tmp/f", b"x"), ("rel", b"y")]))
+            evidence.add(await backend.adownload_files(["/tmp/f", "/missing"]))
+            await evidence.expect_error(backend.aexecute("true", timeout=-1))
+        elif package == "pydantic_ai":
+            await evidence.expect_error(driver.backend.run(["true"], env={"BAD=": value}))
+            evidence.add(await driver.backend.stat("f.txt"))
+        commands, init = await _sandbox_environment(driver.session)
+        assert key not in commands, "the API key reached a command's environment"
+        assert key not in init, "the API key reached the container's environment"
         assert value in commands  # the user gave it to every command ...
-        assert value not in init  # ... and only to commands
+        # ... and to the container only where the package's create(env=...) says so.
+        assert (value in init) is driver.env_in_container
+        await evidence.expect_error(driver.attach_missing())
         bad = AsyncSandboxSession(
             SandboxSpec(image=sandbox_image), connection=Connection(api_key=wrong_key)
         )
         await evidence.expect_error(bad.run("true"))
         evidence.add(bad)
-        await evidence.expect_error(
-            AsyncSandboxSession.attach("no-such-sandbox", connection=connection).run("true")
-        )
-    finally:
-        await session.destroy()
-    evidence.add(session)
+    evidence.add(driver.backend, driver.session)
     evidence.check(debug_logs, key, value, wrong_key)
-
-
-async def test_pydantic_ai_never_leaks(
-    debug_logs: pytest.LogCaptureFixture, testbed_env: dict[str, str], sandbox_image: str
-) -> None:
-    from opensandbox.config import ConnectionConfig
-    from pydantic_ai.workspaces import WorkspaceRef
-
-    from pydantic_ai_opensandbox import OpenSandbox, OpenSandboxBackend
-
-    key = testbed_env["OPEN_SANDBOX_API_KEY"]
-    value = _env_value()
-    evidence = Evidence()
-    config = ConnectionConfig(domain=testbed_env["OPEN_SANDBOX_DOMAIN"], api_key=key)
-    backend = OpenSandboxBackend(image=sandbox_image, connection=config, env={"MY_TOKEN": value})
-    capability = OpenSandbox(image=sandbox_image, connection=config, env={"MY_TOKEN": value})
-    evidence.add(backend, capability)
-    try:
-        result = await backend.run(["sh", "-c", 'test "$MY_TOKEN" = "$1"', "sh", value])
-        assert result.exit_code == 0
-        await backend.write_bytes("f.txt", b"data")
-        assert await backend.read_bytes("f.txt") == b"data"
-        evidence.add(backend, result, await backend.stat("f.txt"))
-        await evidence.expect_error(backend.read_bytes("/missing/file"))
-        await evidence.expect_error(backend.run(["sleep", "5"], timeout=0.5))
-        await evidence.expect_error(backend.run(["true"], env={"BAD=": value}))
-        commands, init = await _sandbox_environment(backend.session)
-        assert key not in commands, "the API key reached a command's environment"
-        assert key not in init, "the API key reached the container's environment"
-        assert value in commands and value not in init
-        assert backend.ref is not None
-        gone = OpenSandboxBackend(
-            ref=WorkspaceRef(provider="opensandbox", id="no-such-sandbox"), connection=config
-        )
-        await evidence.expect_error(gone.run(["true"]))
-        await gone.aclose()
-    finally:
-        await backend.aclose()
-        await backend.session.destroy()
-    evidence.check(debug_logs, key, value)
-
-
-async def test_deepagents_never_leaks(
-    debug_logs: pytest.LogCaptureFixture, testbed_env: dict[str, str], sandbox_image: str
-) -> None:
-    from deepagents_opensandbox_backend import OpenSandboxBackend
-
-    key = testbed_env["OPEN_SANDBOX_API_KEY"]
-    value = _env_value()
-    evidence = Evidence()
-    backend = await OpenSandboxBackend.acreate(
-        image=sandbox_image, api_key=key, env={"MY_TOKEN": value}
-    )
-    evidence.add(backend)
-    try:
-        evidence.add(await backend.aexecute("echo hi; false"))
-        evidence.add(await backend.aupload_files([("/tmp/f", b"x"), ("rel", b"y")]))
-        evidence.add(await backend.adownload_files(["/tmp/f", "/missing"]))
-        evidence.add(await backend.aexecute("sleep 5", timeout=1))
-        await evidence.expect_error(backend.aexecute("true", timeout=-1))
-        await evidence.expect_error(OpenSandboxBackend.aconnect("no-such-sandbox", api_key=key))
-        commands, init = await _sandbox_environment(backend.session)
-        assert key not in commands + init, "the API key reached the sandbox's environment"
-        # The user put MY_TOKEN into the container's env (create(env=...)): it is there, as asked.
-        assert value in init
-    finally:
-        await backend.akill()
-    evidence.check(debug_logs, key, value)

@@ -1,4 +1,8 @@
-"""Local images: a Debian minbase sandbox image and an execd image, built without any registry."""
+"""Local images: a Debian minbase sandbox image and an execd image, built without any registry.
+
+The root filesystem is debootstrap's minbase with `images/packages.txt`, then apt (without
+recommends) inside it for `images/apt-packages.txt` (python3-matplotlib, for the demo's chart).
+"""
 
 from __future__ import annotations
 
@@ -51,7 +55,9 @@ def _arch() -> str:
 def rootfs_hash() -> str:
     script = (IMAGES_DIR / "rootfs.sh").read_bytes()
     packages = (IMAGES_DIR / "packages.txt").read_bytes()
-    return _digest("rootfs", _LAYOUT, SUITE, _arch(), script, packages)
+    extra = IMAGES_DIR / "apt-packages.txt"
+    apt_packages = extra.read_bytes() if extra.is_file() else b""
+    return _digest("rootfs", _LAYOUT, SUITE, _arch(), script, packages, apt_packages)
 
 
 def sandbox_hash() -> str:

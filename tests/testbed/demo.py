@@ -2,12 +2,15 @@
 
 Runs against the server in OPEN_SANDBOX_DOMAIN / OPEN_SANDBOX_API_KEY (the nox session starts the
 local testbed and exports its settings). No API key is needed: the models are scripted unless
-ANTHROPIC_API_KEY is set, in which case both steps use a real Anthropic model.
+ANTHROPIC_API_KEY is set, in which case both steps use a real Anthropic model. The chart is
+drawn inside the sandbox with matplotlib (the testbed's sandbox image has Debian's
+python3-matplotlib) and saved as `sales-chart.png` in the current directory.
 """
 
 from __future__ import annotations
 
 import os
+import struct
 import sys
 import time
 from pathlib import Path
@@ -32,9 +35,13 @@ def main() -> int:
         print(f"{step.name:<48} {step.seconds:>8.2f}")
     print(f"{'total':<48} {total:>8.2f}")
     print()
+    width, height = struct.unpack(">II", result.chart[16:24])
     print(
-        f"chart saved to {out} ({len(result.chart)} bytes); sandbox {result.sandbox_id} destroyed: {result.destroyed}"
+        f"chart saved to {out} ({width}x{height} PNG, {len(result.chart)} bytes): a bar chart "
+        "'Units sold per month' drawn with matplotlib inside the sandbox (months on the x axis, "
+        "units on the y axis, each bar labelled with its value, the monthly mean as a dashed line)"
     )
+    print(f"sandbox {result.sandbox_id} destroyed: {result.destroyed}")
     return 0
 
 

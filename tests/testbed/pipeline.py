@@ -26,10 +26,22 @@ WORKDIR = "/workspace/pipeline"
 REAL_MODEL_DEEPAGENTS = "anthropic:claude-sonnet-4-6"
 REAL_MODEL_PYDANTIC = "anthropic:claude-sonnet-4-6"
 
+# The size of the chart the data script draws, in pixels (matplotlib: 8 x 4.5 inches at 100 dpi).
+CHART_WIDTH, CHART_HEIGHT = 800, 450
+
 # The data script the Deep Agents step writes and runs inside the sandbox: a CSV of monthly
-# units and a PNG bar chart, with nothing but the standard library.
-DATA_SCRIPT = """\
-import csv, random, struct, zlib
+# units and a bar chart of them drawn with matplotlib (in the testbed's sandbox image: Debian's
+# python3-matplotlib), with a title, axis labels, each bar's value and the monthly mean.
+DATA_SCRIPT = f"""\
+import csv, random, sys
+
+try:
+    import matplotlib
+except ImportError:
+    sys.exit("matplotlib is missing in this sandbox image: use the testbed's image "
+             "(it has Debian's python3-matplotlib) or install matplotlib in yours")
+matplotlib.use("Agg")  # no display in a sandbox
+import matplotlib.pyplot as plt
 
 random.seed(7)
 months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
@@ -39,25 +51,24 @@ with open("sales.csv", "w", newline="") as f:
     writer.writerow(["month", "units"])
     writer.writerows(rows)
 
-W, H = 480, 240
-pixels = bytearray(b"\\xff" * (W * H * 3))
-for i, (_, units) in enumerate(rows):
-    for x in range(i * 40 + 6, i * 40 + 34):
-        for y in range(H - units * 2, H):
-            pixels[(y * W + x) * 3:(y * W + x) * 3 + 3] = bytes((40, 90, 200))
-
-
-def chunk(kind, data):
-    body = kind + data
-    return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body) & 0xFFFFFFFF)
-
-
-raw = b"".join(b"\\x00" + bytes(pixels[y * W * 3:(y + 1) * W * 3]) for y in range(H))
-png = (b"\\x89PNG\\r\\n\\x1a\\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", W, H, 8, 2, 0, 0, 0))
-       + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
-with open("chart.png", "wb") as f:
-    f.write(png)
-print(f"wrote {len(rows)} rows ({sum(u for _, u in rows)} units) and a {W}x{H} chart")
+units = [u for _, u in rows]
+mean = sum(units) / len(units)
+fig, ax = plt.subplots(figsize=({CHART_WIDTH / 100}, {CHART_HEIGHT / 100}), dpi=100)
+bars = ax.bar(months, units, color="#2f6fb0", label="units sold")
+ax.bar_label(bars, padding=2, fontsize=8)
+ax.axhline(mean, color="#d0672a", linestyle="--", linewidth=1.2, label=f"mean {{mean:.1f}}")
+ax.set_title("Units sold per month")
+ax.set_xlabel("Month")
+ax.set_ylabel("Units sold")
+ax.set_ylim(0, max(units) * 1.15)
+ax.grid(axis="y", alpha=0.3)
+ax.set_axisbelow(True)
+ax.legend(loc="upper left", fontsize=8)
+fig.tight_layout()
+fig.savefig("chart.png", dpi=100)
+width, height = (round(v) for v in fig.get_size_inches() * fig.dpi)
+print(f"wrote {{len(rows)}} rows ({{sum(units)}} units) and a {{width}}x{{height}} chart "
+      f"(matplotlib {{matplotlib.__version__}})")
 """
 
 
@@ -150,7 +161,7 @@ def _pydantic_model() -> Any:
             return ("shell", {"command": f"cd {WORKDIR} && {check_png}"})
         if step == 2:
             found = re.search(r"month,units\r?\n(?:[A-Za-z]+,\d+\r?\n?)+", state["returns"][0])
-            if not found or "png True 480 240" not in state["returns"][1]:
+            if not found or f"png True {CHART_WIDTH} {CHART_HEIGHT}" not in state["returns"][1]:
                 return "The data did not check out: " + json.dumps(state["returns"])[:500]
             state["summary"] = _summarise(found.group(0))
             return ("write_file", {"path": f"{WORKDIR}/summary.md", "content": state["summary"]})
@@ -230,8 +241,8 @@ def run_pipeline(
             system_prompt=(
                 "You are a data engineer with a Linux sandbox. Write a Python script at "
                 f"{WORKDIR}/make_data.py that writes sales.csv (month,units for 12 months) and a "
-                "480x240 PNG bar chart chart.png next to it using only the standard library, then "
-                "run it."
+                f"{CHART_WIDTH}x{CHART_HEIGHT} PNG bar chart chart.png next to it with matplotlib "
+                "(title, axis labels, each bar's value), then run it."
             ),
             backend=CompositeBackend(default=backend, routes={}, artifacts_root="/workspace"),
         )
@@ -253,7 +264,7 @@ def run_pipeline(
         model: Any = REAL_MODEL_PYDANTIC if real else _pydantic_model()
         prompt = (
             f"In {WORKDIR} there is sales.csv and chart.png. Check that the CSV has 12 months and "
-            "that chart.png is a valid 480x240 PNG, then write summary.md there with the total, "
+            f"that chart.png is a valid {CHART_WIDTH}x{CHART_HEIGHT} PNG, then write summary.md there with the total, "
             "the best and the weakest month, and reply with the summary."
         )
         pyd_result = asyncio.run(pyd_agent.run(prompt, model=model, workspace=ref))

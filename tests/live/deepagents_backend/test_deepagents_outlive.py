@@ -22,7 +22,8 @@ import httpx
 import pytest
 
 from deepagents_opensandbox_backend import OpenSandboxBackend
-from deepagents_opensandbox_backend._backend import CANCEL_CLEANUP_WAIT
+from deepagents_opensandbox_backend._options import SandboxOptions
+from deepagents_opensandbox_backend._owned import CANCEL_CLEANUP_WAIT
 from opensandbox_core import OWNER_KEY, AsyncSandboxSession, SandboxSpec, list_sandboxes
 from testbed.fault_tools import WithholdingProxy, expire_soon, run_asgi, wait_gone
 
@@ -44,8 +45,8 @@ def sessions(monkeypatch: pytest.MonkeyPatch) -> list[AsyncSandboxSession]:
     built: list[AsyncSandboxSession] = []
     original = OpenSandboxBackend._create_session
 
-    def record(**kwargs: object) -> AsyncSandboxSession:
-        session = original(**kwargs)  # type: ignore[arg-type]
+    def record(options: SandboxOptions) -> AsyncSandboxSession:
+        session = original(options)
         built.append(session)
         return session
 

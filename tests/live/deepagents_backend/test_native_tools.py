@@ -36,7 +36,15 @@ HOSTILE_NAMES = [
     "back\\slash",
     " lead-space",
     ".hidden",
+    "cr\rname",
+    "crlf\r\nname",
+    "nel\u0085name",
+    "ls\u2028name",
+    "trail-space  ",
+    "vt\vff\fname",
 ]
+NON_UTF8_NAME = "bad\udcffname"
+"""Made in the sandbox from the byte 0xFF; Python's `os.scandir` names it with a surrogate."""
 
 SETUP = r"""
 set -e
@@ -45,6 +53,8 @@ rm -rf -- "$root"
 mkdir -p -- "$root/dir/sub/deeper/deepest" "$root/empty"
 shift
 for name in "$@"; do printf 'x\n' > "$root/dir/$name"; mkdir -p -- "$root/dir/sub/$name.d"; done
+printf -v bad 'bad\377name'
+printf 'x\n' > "$root/dir/$bad"; mkdir -p -- "$root/dir/sub/$bad.d"
 : > "$root/dir/empty-file"
 printf '\0\1\2\377' > "$root/dir/binary.bin"
 ln -s sub "$root/dir/link-to-dir"
@@ -99,7 +109,7 @@ def test_ls_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:
         assert native == BaseSandbox.ls(tools_backend, path), path
         if path == f"{ROOT}/dir":
             names = {e["path"].rsplit("/", 1)[-1] for e in native.entries or []}
-            assert set(HOSTILE_NAMES) <= names
+            assert {*HOSTILE_NAMES, NON_UTF8_NAME} <= names
             assert {"link-to-dir": False, "sub": True}.items() <= {
                 e["path"].rsplit("/", 1)[-1]: e["is_dir"] for e in native.entries or []
             }.items()
@@ -276,6 +286,9 @@ def test_the_native_paths_answer_without_the_scripts(tools_backend: OpenSandboxB
     assert run_blocking(session.read_bytes(path)) == b"alpha gamma\n"
     listed = run_blocking(native_ls(session, f"{ROOT}/native"))
     assert listed is not None and listed.entries == [{"path": path, "is_dir": False}]
+    hostile = run_blocking(native_ls(session, f"{ROOT}/dir"))
+    assert hostile is not None and hostile.entries is not None
+    assert {*HOSTILE_NAMES, NON_UTF8_NAME} <= {e["path"][len(ROOT) + 5 :] for e in hostile.entries}
     big = f"{ROOT}/native/big.txt"
     run_blocking(session.write_bytes(big, _text(2 * MIB, b"\n")))
     page = tools_backend.read(big, 100, 10)
@@ -304,6 +317,10 @@ GLOB_CASES: list[tuple[str, str | None]] = [
     ("*star*", f"{ROOT}/dir"),
     ("price$5.txt", f"{ROOT}/dir"),
     ("**/nl*", ROOT),
+    ("**/*name*", ROOT),
+    ("*name", f"{ROOT}/dir"),
+    ("bad*", f"{ROOT}/dir"),
+    ("*  ", f"{ROOT}/dir"),
     ("dir/**", ROOT),
     ("dir//plain.txt", ROOT),
     ("dir/", ROOT),
@@ -335,6 +352,8 @@ def test_glob_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:
         assert native == BaseSandbox.glob(tools_backend, pattern, path), (pattern, path)
     listed = run_blocking(native_glob(session, "**/*", ROOT))
     assert listed is not None and len(listed.matches or []) > 50  # answered natively
+    found = {m["path"].rsplit("/", 1)[-1] for m in listed.matches or []}
+    assert {*HOSTILE_NAMES, NON_UTF8_NAME} - {".hidden", "back\\slash"} <= found  # `\\` is `/`
 
 
 async def test_aglob_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:

@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
+from pydantic import Field
 
 Step = str | tuple[str, dict[str, Any]]
 
@@ -31,10 +32,14 @@ def tool_results(messages: Sequence[BaseMessage]) -> list[ToolMessage]:
 
 
 class HistoryScriptedModel(BaseChatModel):
-    """Answers with `steps[n]`, n being the number of tool results so far in this turn."""
+    """Answers with `steps[n]`, n being the number of tool results so far in this turn.
+
+    With `scripts`, a turn whose human message is one of its keys follows that script instead.
+    """
 
     steps: list[Step]
     before_step: Callable[[int], None] | None = None
+    scripts: dict[str, list[Step]] = Field(default_factory=dict)
 
     @property
     def _llm_type(self) -> str:
@@ -59,7 +64,9 @@ class HistoryScriptedModel(BaseChatModel):
         n = len(tool_results(messages))
         if self.before_step is not None:
             self.before_step(n)
-        step = self.steps[n] if n < len(self.steps) else "done"
+        prompts = [str(m.content) for m in messages if isinstance(m, HumanMessage)]
+        steps = self.scripts.get(prompts[-1], self.steps) if prompts else self.steps
+        step = steps[n] if n < len(steps) else "done"
         if isinstance(step, str):
             message = AIMessage(content=step)
         else:

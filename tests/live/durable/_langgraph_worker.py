@@ -37,7 +37,8 @@ logging.basicConfig(
     stream=sys.stderr, level=logging.WARNING, format="%(created).6f %(name)s %(message)s"
 )
 logging.getLogger("httpx").setLevel(logging.INFO)
-logging.getLogger("deepagents_opensandbox_backend").setLevel(logging.INFO)
+for name in ("deepagents_opensandbox_backend", "opensandbox_core"):
+    logging.getLogger(name).setLevel(logging.INFO)
 
 
 def before_step(n: int) -> None:

@@ -21,6 +21,7 @@ from opensandbox_core import (
     SandboxUnavailableError,
     ServerError,
     destroy_sandbox,
+    list_sandboxes,
 )
 
 
@@ -95,3 +96,64 @@ async def test_a_snapshot_restores_the_files_of_its_moment(
                 assert (await http.delete(f"{api}/snapshots/{snapshot_id}")).status_code == 204
             await source.aclose()
             await config.close_transport_if_owned()
+
+
+async def test_the_snapshot_api_restores_files_and_gives_the_copy_a_new_owner(
+    sandbox_image: str,
+) -> None:
+    from opensandbox_core import (
+        delete_snapshot,
+        get_snapshot,
+        list_snapshots,
+        restore_snapshot,
+        snapshot_sandbox,
+    )
+
+    tag = {"osb-test": f"snapapi-{uuid.uuid4().hex[:10]}"}
+    source = AsyncSandboxSession(SandboxSpec(image=sandbox_image, metadata=tag, lifetime=600))
+    restored: AsyncSandboxSession | None = None
+    snapshot = None
+    try:
+        await source.write_bytes("/workspace/state.txt", b"checkpoint 1\n")
+        started = time.monotonic()
+        snapshot = await snapshot_sandbox(source, name="api-test")
+        took_snapshot = time.monotonic() - started
+        assert snapshot.ready and snapshot.sandbox_id == source.id
+        assert [s.id for s in await list_snapshots(sandbox_id=source.id)] == [snapshot.id]
+        await source.write_bytes("/workspace/state.txt", b"changed later\n")
+
+        started = time.monotonic()
+        restored = await restore_snapshot(snapshot.id, metadata=tag, lifetime=600)
+        took_restore = time.monotonic() - started
+        assert restored.id != source.id and restored.owned
+        assert await restored.read_bytes("/workspace/state.txt") == b"checkpoint 1\n"
+        assert await source.read_bytes("/workspace/state.txt") == b"changed later\n"
+
+        # The copy carries its restorer's tag, not the source's (which the image would give it).
+        [mine] = await list_sandboxes(metadata={OWNER_KEY: restored.owner_token})
+        assert mine.id == restored.id
+        assert [s.id for s in await list_sandboxes(metadata={OWNER_KEY: source.owner_token})] == [
+            source.id
+        ], "the restored sandbox still carries the source owner's tag"
+        assert restored.owner_token != source.owner_token
+
+        # The source's owner cleans up: the copy survives, and its own owner removes it.
+        await source.destroy()
+        assert (await restored.run("cat /workspace/state.txt")).stdout == "checkpoint 1\n"
+        async with restored:
+            pass
+        assert await list_sandboxes(metadata={OWNER_KEY: restored.owner_token}) == []
+        restored = None
+        assert await delete_snapshot(snapshot.id)
+        assert await get_snapshot(snapshot.id) is None
+        assert not await delete_snapshot(snapshot.id)
+        snapshot = None
+        print(
+            f"\nsnapshot ready in {took_snapshot:.2f} s; restored and usable in {took_restore:.2f} s"
+        )
+    finally:
+        if restored is not None:
+            await restored.destroy()
+        await source.destroy()
+        if snapshot is not None:
+            await delete_snapshot(snapshot.id)

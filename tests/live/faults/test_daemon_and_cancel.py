@@ -3,74 +3,40 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import threading
 import time
 
 import pytest
+from _drivers import PACKAGES, open_driver
 
 from opensandbox_core import (
     AsyncSandboxSession,
     CommandTimeoutError,
     SandboxSession,
     SandboxSpec,
-    SandboxUnavailableError,
-    ServerError,
 )
 
 KILL_EXECD = "(sleep 1; pkill -9 -f /opt/opensandbox/execd) >/dev/null 2>&1 & sleep 30; echo never"
 
 
-async def test_execd_dies_mid_command_core(sandbox_image: str) -> None:
-    session = AsyncSandboxSession(SandboxSpec(image=sandbox_image))
-    try:
-        sid = await session.start()
+@pytest.mark.parametrize("package", PACKAGES)
+async def test_execd_dies_mid_command(package: str, sandbox_image: str) -> None:
+    """One body for the core and each adapter (drivers in tests/live/_drivers.py)."""
+    async with open_driver(package, sandbox_image) as driver:
+        sid = driver.sandbox_id
         started = time.monotonic()
-        with pytest.raises((SandboxUnavailableError, ServerError)) as info:
+        with pytest.raises(driver.died) as info:
             async with asyncio.timeout(60):
-                await session.run(KILL_EXECD, timeout=20)
+                await driver.run(KILL_EXECD, 20)
         assert not isinstance(info.value, CommandTimeoutError)
         assert time.monotonic() - started < 20 + 12  # within the command's timeout and grace
         assert sid in str(info.value)
-        # The daemon is gone for good: every later call says so, naming the sandbox.
-        with pytest.raises(SandboxUnavailableError, match=sid):
-            await session.run("true", timeout=10)
-        assert await session.sandbox_gone()
-    finally:
-        await session.destroy()
-
-
-async def test_execd_dies_mid_command_pydantic_ai(sandbox_image: str) -> None:
-    from pydantic_ai.workspaces import WorkspaceUnavailableError
-
-    from pydantic_ai_opensandbox import OpenSandboxBackend
-
-    backend = OpenSandboxBackend(image=sandbox_image)
-    try:
-        await backend.run(["true"])
-        started = time.monotonic()
-        with pytest.raises(WorkspaceUnavailableError):
-            async with asyncio.timeout(60):
-                await backend.run(KILL_EXECD, shell=True, timeout=20)  # noqa: S604
-        assert time.monotonic() - started < 32
-    finally:
-        await backend.aclose()
-        await backend.session.destroy()
-
-
-async def test_execd_dies_mid_command_deepagents(sandbox_image: str) -> None:
-    from deepagents_opensandbox_backend import OpenSandboxBackend
-
-    backend = await OpenSandboxBackend.acreate(image=sandbox_image)
-    try:
-        started = time.monotonic()
-        with pytest.raises((SandboxUnavailableError, ServerError)):
-            async with asyncio.timeout(60):
-                await backend.aexecute(KILL_EXECD, timeout=20)
-        assert time.monotonic() - started < 32
-    finally:
-        await backend.akill()
+        # The daemon is gone for good: every later call says so.
+        with pytest.raises(driver.unavailable) as later:
+            await driver.run("true", 10)
+        assert sid in str(later.value)
+        assert await driver.session.sandbox_gone()
 
 
 async def _pid_alive(session: AsyncSandboxSession, pid: str) -> bool:
@@ -131,4 +97,13 @@ def test_keyboard_interrupt_in_blocking_run_stops_the_remote_process(sandbox_ima
                 break
             time.sleep(0.1)
         assert not alive, "the interrupted command still runs"
-    assert os.getpid()  # the process survived its own KeyboardInterrupt
+        # The façade still works after its own KeyboardInterrupt.
+        assert sandbox.run("echo after").stdout == "after\n"
+        sandbox_id = sandbox.id
+    # ... and leaving `with` after it still destroyed the sandbox it created.
+    assert sandbox_id is not None
+    check = SandboxSession.attach(sandbox_id)
+    try:
+        assert check.sandbox_gone(), f"sandbox {sandbox_id} was left running"
+    finally:
+        check.close()

@@ -74,7 +74,10 @@ async def test_soak(sandbox_image: str) -> None:
     before_ids = {s.id for s in await list_sandboxes()}
     deep = [await DeepBackend.acreate(image=sandbox_image) for _ in range(2)]
     pyd = [PydanticBackend(image=sandbox_image) for _ in range(2)]
-    counts = {"commands": 0, "files": 0, "bytes": 0, "errors": 0}
+    # A failed check raises in its worker (and fails the test through gather); `rounds` proves
+    # that every worker really completed rounds, so a soak that did nothing cannot pass.
+    counts = {"commands": 0, "files": 0, "bytes": 0}
+    rounds: dict[str, int] = {}
     samples: list[tuple[float, int, int]] = []
     rng = __import__("random").Random(7)
 
@@ -93,6 +96,7 @@ async def test_soak(sandbox_image: str) -> None:
             counts["commands"] += 2
             counts["files"] += 2
             counts["bytes"] += 2 * len(data)
+            rounds[f"pydantic-{n}"] = i
 
     async def deep_worker(b: DeepBackend, n: int) -> None:
         i = 0
@@ -116,6 +120,7 @@ async def test_soak(sandbox_image: str) -> None:
             counts["commands"] += 2
             counts["files"] += 6
             counts["bytes"] += 2 * sum(len(d) for _, d in files)
+            rounds[f"deep-{n}"] = i
 
     async def sampler() -> None:
         while time.monotonic() < deadline:
@@ -152,6 +157,7 @@ async def test_soak(sandbox_image: str) -> None:
     sock_growth = warm[-1][2] - warm[0][2]
     print(f"SOAK {SOAK_SECONDS:.0f}s counts={counts} samples={samples}")
     print(f"SOAK rss_growth_kib={rss_growth} socket_growth={sock_growth}")
-    assert counts["errors"] == 0
+    assert sorted(rounds) == ["deep-10", "deep-11", "pydantic-0", "pydantic-1"], rounds
+    assert min(rounds.values()) >= 1, f"a worker completed no round: {rounds}"
     assert rss_growth < 64 * 1024, f"client memory grew by {rss_growth} KiB after warm-up"
     assert sock_growth <= 2, f"open sockets grew by {sock_growth}"

@@ -9,15 +9,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from _drivers import PACKAGES, open_driver
 
-from opensandbox_core import (
-    OWNER_KEY,
-    AsyncSandboxSession,
-    SandboxSpec,
-    SandboxUnavailableError,
-    destroy_sandbox,
-    list_sandboxes,
-)
+from opensandbox_core import OWNER_KEY, destroy_sandbox, list_sandboxes
 from testbed.fault_tools import expire_soon, wait_gone
 
 GONE_HOW = ["deleted", "expired"]
@@ -48,78 +42,28 @@ async def _owned_count(token: str) -> int:
 
 
 @pytest.mark.parametrize("how", GONE_HOW)
-async def test_core_session(how: str, sandbox_image: str, testbed_env: dict[str, str]) -> None:
-    session = AsyncSandboxSession(SandboxSpec(image=sandbox_image, lifetime=120))
-    sid = await session.start()
-    await session.write_bytes("a.txt", b"a")
-    await _make_gone(how, sid, testbed_env)
-    for call in (
-        lambda: session.run("echo hi", timeout=10),
-        lambda: session.read_bytes("a.txt"),
-        lambda: session.write_bytes("b.txt", b"b"),
-        lambda: session.list_dir("."),
-        lambda: AsyncSandboxSession.attach(sid).run("true"),
-    ):
-        await _fails_fast(call, SandboxUnavailableError, sid)
-    assert await _owned_count(session.owner_token) == 0
-    await session.destroy()
-
-
-@pytest.mark.parametrize("how", GONE_HOW)
-async def test_pydantic_ai_backend(
-    how: str, sandbox_image: str, testbed_env: dict[str, str]
+@pytest.mark.parametrize("package", PACKAGES)
+async def test_every_call_fails_fast_naming_the_sandbox(
+    package: str, how: str, sandbox_image: str, testbed_env: dict[str, str]
 ) -> None:
-    from pydantic_ai.workspaces import WorkspaceUnavailableError
-
-    from pydantic_ai_opensandbox import OpenSandboxBackend
-
-    backend = OpenSandboxBackend(image=sandbox_image, sandbox_timeout=120)
-    try:
-        await backend.write_bytes("a.txt", b"a")
-        assert backend.ref is not None
-        sid = backend.ref.id
-        token = backend.session.owner_token
+    """One body for the core and each adapter (drivers in tests/live/_drivers.py)."""
+    async with open_driver(package, sandbox_image, lifetime=120) as driver:
+        sid = driver.sandbox_id
+        token = driver.session.owner_token
+        await driver.write("a.txt", b"a")
         await _make_gone(how, sid, testbed_env)
-        attached = OpenSandboxBackend(ref=backend.ref)
-        for call in (
-            lambda: backend.run(["echo", "hi"], timeout=10),
-            lambda: backend.read_bytes("a.txt"),
-            lambda: backend.write_bytes("b.txt", b"b"),
-            lambda: backend.stat("a.txt"),
-            lambda: attached.run(["true"]),
-            lambda: attached.list_dir("."),
-        ):
-            await _fails_fast(call, WorkspaceUnavailableError, sid)
-        assert backend.ref.id == sid  # the ref never changes
-        assert await _owned_count(token) == 0
-        await attached.aclose()
-    finally:
-        await backend.aclose()
-
-
-@pytest.mark.parametrize("how", GONE_HOW)
-async def test_deepagents_backend(
-    how: str, sandbox_image: str, testbed_env: dict[str, str]
-) -> None:
-    from deepagents_opensandbox_backend import OpenSandboxBackend
-
-    backend = await OpenSandboxBackend.acreate(image=sandbox_image, timeout=120)
-    sid = backend.id
-    token = backend.session.owner_token
-    try:
-        await _make_gone(how, sid, testbed_env)
-        for call in (
-            lambda: backend.aexecute("echo hi", timeout=10),
-            lambda: backend.aupload_files([("/tmp/x", b"x")]),
-            lambda: backend.adownload_files(["/tmp/x"]),
-        ):
-            await _fails_fast(call, SandboxUnavailableError, sid)
-        # The blocking side too (what the execute tool calls), off the event loop.
-        await _fails_fast(
-            lambda: asyncio.to_thread(backend.execute, "echo hi"), SandboxUnavailableError, sid
-        )
-        with pytest.raises(SandboxUnavailableError):
-            await OpenSandboxBackend.aconnect(sid)
-        assert await _owned_count(token) == 0
-    finally:
-        await backend.akill()
+        calls: dict[str, Callable[[], Awaitable[Any]]] = {
+            "run": lambda: driver.run("echo hi", 10),
+            "read": lambda: driver.read("a.txt"),
+            "write": lambda: driver.write("b.txt", b"b"),
+            "attach": driver.attach_and_run,
+            **driver.extra,
+        }
+        for name, call in calls.items():
+            try:
+                await _fails_fast(call, driver.unavailable, sid)
+            except BaseException as exc:
+                raise AssertionError(f"{package} {name}: {exc}") from exc
+        if package == "pydantic_ai":
+            assert driver.backend.ref.id == sid  # the ref never changes
+        assert await _owned_count(token) == 0  # nothing was created in its place

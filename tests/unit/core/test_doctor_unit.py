@@ -13,7 +13,7 @@ from opensandbox_core._doctor import (
     FOREIGN_ORIGIN,
     CheckResult,
     DoctorOptions,
-    _format_human,
+    format_text,
     main,
     parse_duration,
     run_doctor,
@@ -197,10 +197,10 @@ def test_human_output_one_line_per_check() -> None:
         CheckResult("reachable", "PASS", "ok"),
         CheckResult("authentication", "FAIL", "open", "set api_key"),
     ]
-    text = _format_human("h:1", results)
+    text = format_text("h:1", results)
     lines = text.splitlines()
-    assert lines[1].split()[:2] == ["PASS", "reachable"]
-    assert lines[2].startswith("FAIL") and lines[2].endswith("-- fix: set api_key")
+    assert lines[1].split()[:2] == ["reachable", "PASS"]
+    assert lines[2].split()[1] == "FAIL" and lines[2].endswith("-- fix: set api_key")
     assert lines[-1] == "1 pass, 1 fail"
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import logging
 import warnings
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any, cast, get_args
 
 import pytest
 from deepagents.backends.protocol import FileOperationError
@@ -26,11 +29,13 @@ from opensandbox_core import (
     AsyncSandboxSession,
     ConfigurationError,
     Connection,
+    OpenSandboxError,
     SandboxSpec,
     SandboxUnavailableError,
     ServerError,
     TransferResult,
 )
+from opensandbox_core.testing import FakeOpenSandbox
 
 SECRET = "sk-unit-test-secret-0123456789"
 
@@ -38,11 +43,15 @@ SECRET = "sk-unit-test-secret-0123456789"
 def test_public_names() -> None:
     assert set(deepagents_opensandbox_backend.__all__) == {
         "DEFAULT_IMAGE",
+        "FORK_OF_METADATA_KEY",
         "NAMESPACE_METADATA_KEY",
+        "SANDBOX_FILES_KEY",
         "THREAD_METADATA_KEY",
         "InsecureSandboxWarning",
         "OpenSandboxBackend",
+        "SandboxFiles",
         "ThreadSandboxBackend",
+        "TimeTravelSandboxBackend",
         "__version__",
     }
     assert issubclass(InsecureSandboxWarning, UserWarning)
@@ -51,37 +60,71 @@ def test_public_names() -> None:
 # -- transfer outcomes -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("core", "expected"),
-    [
-        ("file_not_found", "file_not_found"),
-        ("permission_denied", "permission_denied"),
-        ("is_directory", "is_directory"),
-        ("invalid_path", "invalid_path"),
-        ("not_a_directory", "invalid_path"),
-    ],
-)
-def test_per_file_codes(core: str, expected: FileOperationError) -> None:
-    assert transfer_error(TransferResult(path="/p", error=core)) == expected
+def _core_transfer_code() -> Callable[[BaseException], str]:
+    """The core's own exception -> TransferResult.error mapping (wherever the core keeps it)."""
+    import importlib
+    import pkgutil
+
+    import opensandbox_core
+
+    for info in pkgutil.iter_modules(opensandbox_core.__path__):
+        module = importlib.import_module(f"opensandbox_core.{info.name}")
+        found = getattr(module, "_transfer_error", None)
+        if callable(found):
+            return cast(Callable[[BaseException], str], found)
+    raise AssertionError("opensandbox_core no longer has its _transfer_error mapping")
+
+
+def _subclasses(cls: type[BaseException]) -> list[type[BaseException]]:
+    found = [cls]
+    for sub in cls.__subclasses__():
+        found += _subclasses(sub)
+    return found
+
+
+def _core_samples() -> list[BaseException]:
+    """One instance of every error class a core transfer can fail with: the core's whole
+    OpenSandboxError tree and the OSError kinds the core raises for paths."""
+    samples: list[BaseException] = []
+    for cls in _subclasses(OpenSandboxError):
+        if cls.__module__.startswith("opensandbox_core"):
+            samples.append(cls.__new__(cls))
+    samples += [
+        FileNotFoundError(errno.ENOENT, "x", "/p"),
+        PermissionError(errno.EACCES, "x", "/p"),
+        IsADirectoryError(errno.EISDIR, "x", "/p"),
+        NotADirectoryError(errno.ENOTDIR, "x", "/p"),
+        OSError(errno.ENOSPC, "x", "/p"),
+        RuntimeError("x"),
+    ]
+    return samples
+
+
+CORE_CODES = {_core_transfer_code()(exc): exc for exc in _core_samples()}
 
 
 def test_every_core_code_has_a_row() -> None:
-    codes = {
-        "file_not_found",
-        "permission_denied",
-        "is_directory",
-        "not_a_directory",
-        "invalid_path",
-        "unavailable",
-        "error",
-    }
-    assert set(TRANSFER_ERRORS) == codes
-    assert set(TRANSFER_ERRORS.values()) - {None} <= {
-        "file_not_found",
-        "permission_denied",
-        "is_directory",
-        "invalid_path",
-    }
+    """The table covers exactly the codes the core produces (derived from the core's tree)."""
+    assert set(TRANSFER_ERRORS) == set(CORE_CODES)
+    assert len(CORE_CODES) >= 5  # the derivation found the tree, not an empty set
+
+
+@pytest.mark.parametrize("core", sorted(CORE_CODES))
+def test_per_file_codes(core: str) -> None:
+    """A code the core produces is a Deep Agents literal: the same word where Deep Agents has
+    it; `not_a_directory` is Deep Agents' `invalid_path` (as its own FilesystemBackend says);
+    the other codes are not about the file and raise the core's exception."""
+    deep_codes = set(get_args(FileOperationError))
+    exc = CORE_CODES[core]
+    result = TransferResult(path="/p", error=core, exception=exc)
+    if core in deep_codes:
+        assert transfer_error(result) == core
+    elif core == "not_a_directory":
+        assert transfer_error(result) == "invalid_path"
+    else:
+        assert TRANSFER_ERRORS[core] is None
+        with pytest.raises(type(exc)):
+            transfer_error(result)
 
 
 def test_success_has_no_code() -> None:
@@ -251,8 +294,19 @@ def test_bad_arguments_are_caught_before_any_request() -> None:
 
 
 def test_warns_only_without_any_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Port 9 on loopback refuses the connection: create() warns, then fails fast.
+    """Offline: every session the backend makes talks to an in-process fake server, whose
+    create fails (HTTP 500, not retried), so create() warns (or not) and fails at once."""
+    fake = FakeOpenSandbox()
+    original = AsyncSandboxSession.__init__
+
+    def offline(self: AsyncSandboxSession, *args: Any, **kwargs: Any) -> None:
+        connection = kwargs.get("connection") or Connection()
+        kwargs["connection"] = dataclasses.replace(connection, transport=fake.transport)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(AsyncSandboxSession, "__init__", offline)
     monkeypatch.delenv("OPEN_SANDBOX_API_KEY", raising=False)
+    fake.fail_next("create", status=500)
     with pytest.warns(InsecureSandboxWarning), pytest.raises(ServerError):
         OpenSandboxBackend.create(domain="127.0.0.1:9")
     for env_key, arg_key in ((SECRET, None), (None, SECRET)):
@@ -260,8 +314,12 @@ def test_warns_only_without_any_key(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.setenv("OPEN_SANDBOX_API_KEY", env_key)
         else:
             monkeypatch.delenv("OPEN_SANDBOX_API_KEY", raising=False)
+        fake.fail_next("create", status=500)
         with warnings.catch_warnings():
             warnings.simplefilter("error", InsecureSandboxWarning)
             with pytest.raises(ServerError) as info:
                 OpenSandboxBackend.create(domain="127.0.0.1:9", api_key=arg_key)
             assert SECRET not in str(info.value)
+        assert SECRET in fake.requests[-1].headers.values()  # the key was sent, as a header
+    assert fake.count("create") == 3
+    assert fake.created == []

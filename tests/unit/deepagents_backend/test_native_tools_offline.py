@@ -16,11 +16,11 @@ from deepagents_opensandbox_backend._tools import choose_replacement, ls_argv, p
 
 
 def test_ls_argv_lists_the_directory_itself() -> None:
-    assert ls_argv("/a b") == ["ls", "-f", "-p", "--zero", "--", "/a b/"]
+    assert ls_argv("/a b") == ["ls", "-f", "-p", "--quoting-style=escape", "--", "/a b/"]
 
 
 def test_ls_output_becomes_base_sandbox_entries() -> None:
-    out = "./\0sub/\0nl\nname\0../\0-x\0"
+    out = "./\nsub/\nnl\\nname\n../\n-x\nsp\\ \\\\\n"
     assert parse_ls("/d/", 0, out, "") == parse_ls("/d", 0, out, "")
     result = parse_ls("/d", 0, out, "")
     assert result is not None
@@ -28,7 +28,9 @@ def test_ls_output_becomes_base_sandbox_entries() -> None:
         {"path": "/d/sub", "is_dir": True},
         {"path": "/d/nl\nname", "is_dir": False},
         {"path": "/d/-x", "is_dir": False},
+        {"path": "/d/sp \\", "is_dir": False},
     ]
+    assert parse_ls("/d", 0, "unterminated", "") is None  # not the lines `ls` prints
 
 
 @pytest.mark.parametrize(
@@ -44,9 +46,9 @@ def test_ls_errors_are_the_scripts_codes(stderr: str, expected: str) -> None:
     assert result is not None and result.error == expected and result.entries is None
 
 
-def test_ls_without_zero_or_with_odd_errors_defers_or_is_empty() -> None:
-    assert parse_ls("/x", 2, "", "ls: unrecognized option '--zero'\n") is None
-    assert parse_ls("/x", 2, "a\0", "ls: something else\n") is None
+def test_ls_without_quoting_or_with_odd_errors_defers_or_is_empty() -> None:
+    assert parse_ls("/x", 1, "", "ls: unrecognized option '--quoting-style=escape'\n") is None
+    assert parse_ls("/x", 2, "a\n", "ls: something else\n") is None
     empty = parse_ls("/x", 2, "", "ls: cannot access '/x/': Too many levels of symbolic links\n")
     assert empty is not None and empty.entries == [] and empty.error is None
 

@@ -17,15 +17,25 @@ from opensandbox_core import InsecureSandboxWarning
 
 from ._backend import DEFAULT_IMAGE, OpenSandboxBackend
 from ._threads import NAMESPACE_METADATA_KEY, THREAD_METADATA_KEY, ThreadSandboxBackend
+from ._timetravel import (
+    FORK_OF_METADATA_KEY,
+    SANDBOX_FILES_KEY,
+    SandboxFiles,
+    TimeTravelSandboxBackend,
+)
 
 __version__ = "0.2.0"
 
 __all__ = [
     "DEFAULT_IMAGE",
+    "FORK_OF_METADATA_KEY",
     "NAMESPACE_METADATA_KEY",
+    "SANDBOX_FILES_KEY",
     "THREAD_METADATA_KEY",
     "InsecureSandboxWarning",
     "OpenSandboxBackend",
+    "SandboxFiles",
     "ThreadSandboxBackend",
+    "TimeTravelSandboxBackend",
     "__version__",
 ]

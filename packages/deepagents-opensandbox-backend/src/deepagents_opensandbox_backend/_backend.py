@@ -3,107 +3,72 @@
 Verified on 2026-11-29 against deepagents 0.7.32 (the `BaseSandbox` contract and
 `langchain_tests.integration_tests.SandboxIntegrationTests` from langchain-tests 1.1.9: 79 pass,
 the 7 tests that predate deepagents 0.7 are expected failures), opensandbox-server 1.1.1 with
-the opensandbox SDK 1.1.1, and opensandbox-core 0.1.0 (which does all the sandbox work; this
-module only translates).
+the opensandbox SDK 1.1.1, and opensandbox-core 0.2.0 (which does all the sandbox work; this
+module only translates). Pause, resume, directory upload and the create options verified live
+on 2026-12-01 (`tests/live/deepagents_backend/test_deepagents_peer_features.py`).
 
 Behaviour, and why:
-- `create()` creates the sandbox before it returns (as the seed README promises); if the sandbox
-  was created but never became usable, it is destroyed before the error is raised, so a failed
-  `create()` leaks nothing. Ctrl-C or a cancellation while the server is still answering waits
-  for the answer (at most `CANCEL_CLEANUP_WAIT`) and deletes the sandbox it names: verified live
-  with a proxy holding the answer back (`test_deepagents_outlive.py`). `connect(id)` attaches and
-  checks that the sandbox answers. Building the class itself does no I/O.
+- `create()` creates the sandbox before it returns (as the seed README promises) and leaks
+  nothing when it fails or is interrupted (`_owned.py`). `connect(id)` attaches and checks that
+  the sandbox answers. Building the class itself does no I/O. The options of both are declared
+  once, in `_options.py`.
 - A created sandbox expires after `timeout` (30 minutes, the seed's default) without an
   operation; a running command keeps renewing it (the core's `_lifetime`).
-- Paths are absolute in every file operation: a relative one is `invalid_path` for `read` as for
-  `write`, uploads and downloads.
 - Ownership: whoever creates a sandbox owns it, nothing else destroys it. `kill()` on a backend
   from `create()` deletes the sandbox; on a backend from `connect()` it only closes local
   connections unless called as `kill(force=True)`.
 - `execute()` never raises for a failing command: a non-zero exit is a result, a timeout is exit
-  code 124 with the partial output and a closing notice (`truncated` when the cap cut it). Failures that are not about the command
-  raise: bad arguments as `ValueError` (the execute tool shows those to the model), a sandbox that
-  is gone as `opensandbox_core.SandboxUnavailableError`, a server failure as `ServerError`.
-  A dead sandbox is not something the model can fix, and turning it into a fake command result
-  would hide it from the program running the agent.
-- Uploads and downloads report per file, in order (`TRANSFER_ERRORS` in `_mapping.py`); one bad
-  path never fails the batch. A gone sandbox or a server failure raises, like Deep Agents' own
-  `FilesystemBackend` does for errors it cannot classify.
+  code 124 with the partial output and a closing notice (`truncated` when the cap cut it).
+  Failures that are not about the command raise: bad arguments as `ValueError` (the execute tool
+  shows those to the model), a sandbox that is gone as `opensandbox_core.SandboxUnavailableError`,
+  a server failure as `ServerError`. A dead sandbox is not something the model can fix, and
+  turning it into a fake command result would hide it from the program running the agent.
 - The async methods run on the caller's event loop through `AsyncSandboxSession` (no threads);
   the blocking ones run the same coroutines on opensandbox-core's portal loop (`run_blocking`).
-- `write`, `read`, `ls`, `edit` and `glob` (and their async twins) are native instead of
-  `python3 -c` scripts, with BaseSandbox's exact results (compared on the same sandbox by
-  `tests/live/deepagents_backend/test_native_tools.py`; where a native path cannot be exact it
-  hands the call to BaseSandbox's script): `read` pages files over 1 MiB by HTTP Range reads
-  (`_paging.py`), `ls` is one argv `ls` command, `edit` a download and execd's in-place
-  `/files/replace` (`_tools.py`), `glob` one `find` command matched by BaseSandbox's own
-  matcher (`_glob.py`). `grep` keeps BaseSandbox's command (already one command).
+- The file operations are native (`_filesystem.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine, Mapping, Sequence
-from datetime import timedelta
+import os
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Self, Unpack
 
-from deepagents.backends.protocol import (
-    EditResult,
-    ExecuteResponse,
-    FileDownloadResponse,
-    FileUploadResponse,
-    GlobResult,
-    LsResult,
-    ReadResult,
-    WriteResult,
-)
-from deepagents.backends.sandbox import BaseSandbox
-from deepagents.backends.utils import EMPTY_OLD_STRING_ERROR
+from deepagents.backends.protocol import ExecuteResponse
 
 from opensandbox_core import (
     DEFAULT,
-    OWNER_KEY,
     AsyncSandboxSession,
     CommandTimeoutError,
-    Connection,
-    OutputLimitError,
-    SandboxSpec,
-    destroy_sandbox,
-    list_sandboxes,
+    DirectoryUpload,
     run_blocking,
+    upload_directory,
 )
+from opensandbox_core._upload import UploadOptions
 
-from ._glob import native_glob
-from ._mapping import (
-    check_transfer_path,
-    entrypoint_argv,
-    execute_timeout,
-    lifetime_seconds,
-    transfer_error,
+from ._filesystem import NativeFiles
+from ._mapping import combined_output, execute_timeout
+from ._options import (
+    DEFAULT_IMAGE,
+    AttachOptions,
+    SandboxOptions,
+    takes_options,
+    takes_options_after_id,
 )
-from ._paging import PAGED_ABOVE, page_cache, paged_read
-from ._read import READ_ERRORS, read_error, render_page
-from ._tools import native_edit, native_ls
+from ._owned import CANCEL_CLEANUP_WAIT, OwnedCreate
 
 __all__ = ["DEFAULT_IMAGE", "OpenSandboxBackend"]
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
-DEFAULT_IMAGE = "opensandbox/code-interpreter:v1.1.0"
-DEFAULT_LIFETIME = timedelta(minutes=30)
-DEFAULT_COMMAND_TIMEOUT = timedelta(minutes=30)
 TIMEOUT_EXIT_CODE = 124
 """What `timeout(1)` exits with; `execute()` reports a timed-out command with it."""
-CANCEL_CLEANUP_WAIT = 10.0
-"""Seconds an interrupted `create()` waits for the server to name the sandbox it is making."""
 
 
-def _timed_out(exc: CommandTimeoutError) -> ExecuteResponse:
-    output = exc.stdout + exc.stderr
+def _timed_out(exc: CommandTimeoutError, stderr_prefix: str | None = None) -> ExecuteResponse:
+    output = combined_output(exc.stdout, exc.stderr, stderr_prefix)
     if output and not output.endswith("\n"):
         output += "\n"
     output += (
@@ -114,7 +79,7 @@ def _timed_out(exc: CommandTimeoutError) -> ExecuteResponse:
     return ExecuteResponse(output=output, exit_code=TIMEOUT_EXIT_CODE, truncated=exc.truncated)
 
 
-class OpenSandboxBackend(BaseSandbox):
+class OpenSandboxBackend(NativeFiles):
     """A Deep Agents sandbox backend on a self-hosted OpenSandbox server.
 
     Build it with `OpenSandboxBackend.create(...)` (a new sandbox, owned by this backend) or
@@ -128,104 +93,40 @@ class OpenSandboxBackend(BaseSandbox):
     ```
 
     The constructor wraps an existing `opensandbox_core.AsyncSandboxSession` and does no I/O;
-    the first operation creates or attaches.
+    the first operation creates or attaches. `stderr_prefix` is `create()`'s option of that name.
     """
 
-    def __init__(self, session: AsyncSandboxSession) -> None:
+    def __init__(self, session: AsyncSandboxSession, *, stderr_prefix: str | None = None) -> None:
         if not isinstance(session, AsyncSandboxSession):
             raise TypeError(
                 "session must be an opensandbox_core.AsyncSandboxSession; use "
                 "OpenSandboxBackend.create() or OpenSandboxBackend.connect() to build one."
             )
         self._session = session
-        self._cleanup: asyncio.Future[None] | None = None
+        self._stderr_prefix = stderr_prefix
+        self._creator = OwnedCreate(session)
 
     # -- construction -----------------------------------------------------------------------
     @staticmethod
-    def _create_session(
-        *,
-        domain: str | None,
-        image: str,
-        entrypoint: str | Sequence[str] | None,
-        api_key: str | None,
-        use_server_proxy: bool,
-        timeout: timedelta | float | None,
-        env: Mapping[str, str] | None,
-        resource: Mapping[str, str] | None,
-        allow_internet_access: bool,
-        command_timeout: timedelta | float | None,
-        working_dir: str,
-        ready_timeout: float,
-    ) -> AsyncSandboxSession:
-        spec = SandboxSpec(
-            image=image,
-            entrypoint=entrypoint_argv(entrypoint, image),
-            env=dict(env or {}),
-            resource=dict(resource) if resource is not None else None,
-            allow_internet_access=allow_internet_access,
-            lifetime=lifetime_seconds(timeout),
-            ready_timeout=ready_timeout,
-        )
-        return AsyncSandboxSession(
-            spec,
-            connection=Connection(
-                domain=domain, api_key=api_key, use_server_proxy=use_server_proxy
-            ),
-            working_dir=working_dir,
-            default_timeout=lifetime_seconds(command_timeout, "command_timeout"),
-        )
+    def _create_session(options: SandboxOptions) -> AsyncSandboxSession:
+        return options.create()
+
+    @staticmethod
+    def _attach_session(sandbox_id: str, **options: Any) -> AsyncSandboxSession:
+        return AttachOptions(**options).attach(sandbox_id)
 
     @classmethod
-    def create(
-        cls,
-        *,
-        domain: str | None = None,
-        image: str = DEFAULT_IMAGE,
-        entrypoint: str | Sequence[str] | None = None,
-        api_key: str | None = None,
-        use_server_proxy: bool = False,
-        timeout: timedelta | float | None = DEFAULT_LIFETIME,
-        env: Mapping[str, str] | None = None,
-        resource: Mapping[str, str] | None = None,
-        allow_internet_access: bool = True,
-        command_timeout: timedelta | float | None = DEFAULT_COMMAND_TIMEOUT,
-        working_dir: str = "/workspace",
-        ready_timeout: float = 60.0,
-    ) -> OpenSandboxBackend:
+    @takes_options(SandboxOptions)
+    def create(cls, options: SandboxOptions) -> OpenSandboxBackend:
         """Create a sandbox and return a backend that owns it (`kill()` deletes it).
 
-        - `domain`: the server, `host:port` (default `OPEN_SANDBOX_DOMAIN`, then
-          `localhost:8080`); `https://host:port` switches to HTTPS.
-        - `image`, `entrypoint`: what the sandbox runs. For `opensandbox/code-interpreter`
-          images the entrypoint script is picked from the tag; other images keep
-          `tail -f /dev/null` unless given. A string entrypoint is split like a shell would.
-        - `api_key`: the server's `[server] api_key` (default `OPEN_SANDBOX_API_KEY`). Without
-          one an `InsecureSandboxWarning` is emitted.
-        - `use_server_proxy`: route command and file traffic through the server (Docker Desktop
-          on macOS and Windows, Kubernetes without an ingress).
-        - `timeout`: idle lifetime (default 30 minutes, as in every package of this project);
-          every operation renews it and a running command keeps renewing it. `None` (or `0`)
-          keeps the sandbox until it is killed.
-        - `env`, `resource` (e.g. `{"cpu": "1", "memory": "2Gi"}`), `allow_internet_access`:
-          the container's environment, limits and egress.
-        - `command_timeout`: what `execute(timeout=None)` allows a command (`None`: no limit).
-        - `working_dir`: where commands start (created if missing).
+        The arguments, all keyword-only, are `SandboxOptions`' fields (see its docstring):
+        `domain`, `image`, `entrypoint`, `api_key`, `use_server_proxy`, `timeout` (idle
+        lifetime, 30 minutes), `env`, `resource`, `allow_internet_access`, `network_policy`,
+        `volumes`, `metadata`, `command_timeout`, `working_dir`, `ready_timeout`,
+        `stderr_prefix`. A failed create leaves no sandbox behind; so does Ctrl-C.
         """
-        session = cls._create_session(
-            domain=domain,
-            image=image,
-            entrypoint=entrypoint,
-            api_key=api_key,
-            use_server_proxy=use_server_proxy,
-            timeout=timeout,
-            env=env,
-            resource=resource,
-            allow_internet_access=allow_internet_access,
-            command_timeout=command_timeout,
-            working_dir=working_dir,
-            ready_timeout=ready_timeout,
-        )
-        backend = cls(session)
+        backend = cls(cls._create_session(options), stderr_prefix=options.stderr_prefix)
         try:
             backend._run(backend._start_owned())
         except KeyboardInterrupt:
@@ -236,213 +137,42 @@ class OpenSandboxBackend(BaseSandbox):
                 "(at most %g s; press Ctrl-C again to leave at once).",
                 CANCEL_CLEANUP_WAIT,
             )
-            backend._run(backend._settle())
+            backend._run(backend._creator.settle())
             raise
         return backend
 
     @classmethod
-    async def acreate(
-        cls,
-        *,
-        domain: str | None = None,
-        image: str = DEFAULT_IMAGE,
-        entrypoint: str | Sequence[str] | None = None,
-        api_key: str | None = None,
-        use_server_proxy: bool = False,
-        timeout: timedelta | float | None = DEFAULT_LIFETIME,
-        env: Mapping[str, str] | None = None,
-        resource: Mapping[str, str] | None = None,
-        allow_internet_access: bool = True,
-        command_timeout: timedelta | float | None = DEFAULT_COMMAND_TIMEOUT,
-        working_dir: str = "/workspace",
-        ready_timeout: float = 60.0,
-    ) -> OpenSandboxBackend:
+    @takes_options(SandboxOptions)
+    async def acreate(cls, options: SandboxOptions) -> OpenSandboxBackend:
         """`create()` for async code: same arguments, runs on the caller's event loop."""
-        session = cls._create_session(
-            domain=domain,
-            image=image,
-            entrypoint=entrypoint,
-            api_key=api_key,
-            use_server_proxy=use_server_proxy,
-            timeout=timeout,
-            env=env,
-            resource=resource,
-            allow_internet_access=allow_internet_access,
-            command_timeout=command_timeout,
-            working_dir=working_dir,
-            ready_timeout=ready_timeout,
-        )
-        backend = cls(session)
+        backend = cls(cls._create_session(options), stderr_prefix=options.stderr_prefix)
         await backend._start_owned()
         return backend
 
     async def _start_owned(self) -> None:
-        """Create the sandbox; on failure or interruption, delete whatever was created.
-
-        The create runs in a task of its own, so Ctrl-C (KeyboardInterrupt in `create()`, which
-        cancels this coroutine) or a cancelled `acreate()` cannot cut it off between the server
-        making the sandbox and the answer naming it: the answer is awaited (up to
-        `CANCEL_CLEANUP_WAIT` seconds), the sandbox deleted, and the cancellation re-raised.
-        """
-        task = asyncio.ensure_future(self._session.start())
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            self._cleanup = asyncio.ensure_future(self._abandon(task))
-            await asyncio.shield(self._cleanup)
-            raise
-        except BaseException:
-            await self._discard("did not become usable")
-            raise
-
-    async def _settle(self) -> None:
-        """Wait for the cleanup that an interrupted create started (on the same loop)."""
-        for _ in range(100):
-            if self._cleanup is not None:
-                break
-            await asyncio.sleep(0.01)
-        if self._cleanup is not None:
-            await asyncio.wait([self._cleanup])
-
-    async def _abandon(self, task: asyncio.Future[str]) -> None:
-        """After a cancelled create: wait for the server's answer, then delete the sandbox."""
-        session = self._session
-        deadline = asyncio.get_running_loop().time() + CANCEL_CLEANUP_WAIT
-        while session.id is None and not task.done():
-            if asyncio.get_running_loop().time() >= deadline:
-                break
-            await asyncio.wait([task], timeout=0.1)
-        answered = task.done()
-        if not answered:
-            task.cancel()
-            await asyncio.wait([task])
-        if not task.cancelled():
-            task.exception()  # retrieved, so asyncio does not log it
-        if session.id is None and answered:
-            await session.aclose()
-            return  # the server refused the create: nothing exists
-        if session.id is None:
-            found = await self._find_created()
-            if found is None:
-                logger.warning(
-                    "Sandbox creation was interrupted before the server answered; if it finishes, "
-                    "the sandbox carries metadata %s=%s and expires after its idle lifetime.",
-                    OWNER_KEY,
-                    session.owner_token,
-                )
-                return
-            await self._destroy_by_id(found)
-            return
-        await self._discard("was being created when the caller was interrupted")
-
-    async def _find_created(self) -> str | None:
-        """The id of a sandbox this backend's session created whose answer never arrived."""
-        try:
-            found = await list_sandboxes(
-                self._session.connection, metadata={OWNER_KEY: self._session.owner_token}
-            )
-        except Exception as exc:
-            logger.warning("Could not look for the interrupted sandbox (%s)", type(exc).__name__)
-            return None
-        return found[0].id if found else None
-
-    async def _destroy_by_id(self, sandbox_id: str) -> None:
-        logger.warning("Deleting sandbox %s, whose creation was interrupted", sandbox_id)
-        try:
-            await destroy_sandbox(sandbox_id, self._session.connection)
-        except Exception as exc:
-            logger.warning("Could not delete sandbox %s (%s)", sandbox_id, type(exc).__name__)
-
-    async def _discard(self, why: str) -> None:
-        """Delete the sandbox of a create that failed; never raises."""
-        sandbox_id = self._session.id
-        if sandbox_id is None:
-            await self._session.aclose()
-            return
-        logger.warning("Deleting sandbox %s, which %s", sandbox_id, why)
-        try:
-            await self._session.destroy()
-        except Exception as exc:
-            logger.warning("Could not delete sandbox %s (%s)", sandbox_id, type(exc).__name__)
-
-    @staticmethod
-    def _attach_session(
-        sandbox_id: str,
-        *,
-        domain: str | None,
-        api_key: str | None,
-        use_server_proxy: bool,
-        timeout: timedelta | float | None,
-        command_timeout: timedelta | float | None,
-        working_dir: str,
-    ) -> AsyncSandboxSession:
-        session = AsyncSandboxSession.attach(
-            sandbox_id,
-            connection=Connection(
-                domain=domain, api_key=api_key, use_server_proxy=use_server_proxy
-            ),
-            working_dir=working_dir,
-            default_timeout=lifetime_seconds(command_timeout, "command_timeout"),
-        )
-        session.set_lifetime(lifetime_seconds(timeout))
-        return session
+        await self._creator.run()
 
     @classmethod
-    def connect(
-        cls,
-        sandbox_id: str,
-        *,
-        domain: str | None = None,
-        api_key: str | None = None,
-        use_server_proxy: bool = False,
-        timeout: timedelta | float | None = None,
-        command_timeout: timedelta | float | None = DEFAULT_COMMAND_TIMEOUT,
-        working_dir: str = "/workspace",
-    ) -> OpenSandboxBackend:
+    @takes_options_after_id(AttachOptions)
+    def connect(cls, sandbox_id: str, options: AttachOptions) -> OpenSandboxBackend:
         """Attach to an existing sandbox (for example one a Pydantic AI agent created).
 
         The sandbox must exist (`SandboxUnavailableError` otherwise); it is never replaced and
-        never deleted by this backend unless `kill(force=True)` is called. `timeout`, when
+        never deleted by this backend unless `kill(force=True)` is called. The keyword arguments
+        are `AttachOptions`' fields: `domain`, `api_key`, `use_server_proxy`, `timeout` (when
         given, renews the sandbox's idle lifetime to that value on each operation; `None`
-        leaves the lifetime its creator set.
+        leaves the lifetime its creator set), `command_timeout`, `working_dir`, `stderr_prefix`.
         """
-        session = cls._attach_session(
-            sandbox_id,
-            domain=domain,
-            api_key=api_key,
-            use_server_proxy=use_server_proxy,
-            timeout=timeout,
-            command_timeout=command_timeout,
-            working_dir=working_dir,
-        )
-        backend = cls(session)
-        backend._run(session.start())
+        backend = cls(options.attach(sandbox_id), stderr_prefix=options.stderr_prefix)
+        backend._run(backend._session.start())
         return backend
 
     @classmethod
-    async def aconnect(
-        cls,
-        sandbox_id: str,
-        *,
-        domain: str | None = None,
-        api_key: str | None = None,
-        use_server_proxy: bool = False,
-        timeout: timedelta | float | None = None,
-        command_timeout: timedelta | float | None = DEFAULT_COMMAND_TIMEOUT,
-        working_dir: str = "/workspace",
-    ) -> OpenSandboxBackend:
+    @takes_options_after_id(AttachOptions)
+    async def aconnect(cls, sandbox_id: str, options: AttachOptions) -> OpenSandboxBackend:
         """`connect()` for async code: same arguments, runs on the caller's event loop."""
-        session = cls._attach_session(
-            sandbox_id,
-            domain=domain,
-            api_key=api_key,
-            use_server_proxy=use_server_proxy,
-            timeout=timeout,
-            command_timeout=command_timeout,
-            working_dir=working_dir,
-        )
-        backend = cls(session)
-        await session.start()
+        backend = cls(options.attach(sandbox_id), stderr_prefix=options.stderr_prefix)
+        await backend._session.start()
         return backend
 
     # -- identity ---------------------------------------------------------------------------
@@ -474,10 +204,6 @@ class OpenSandboxBackend(BaseSandbox):
         )
 
     # -- lifecycle --------------------------------------------------------------------------
-    @staticmethod
-    def _run(coro: Coroutine[Any, Any, T]) -> T:
-        return run_blocking(coro)
-
     def start(self) -> str:
         """Create or attach now if that has not happened yet; return the sandbox id."""
         return self._run(self._session.start())
@@ -485,6 +211,27 @@ class OpenSandboxBackend(BaseSandbox):
     async def astart(self) -> str:
         """`start()` on the caller's event loop."""
         return await self._session.start()
+
+    def pause(self) -> None:
+        """Freeze the sandbox (processes, memory and files kept) until `resume()`.
+
+        For an agent that waits, e.g. for a human: a paused sandbox uses no CPU. While paused,
+        every operation raises `SandboxUnavailableError` saying to resume it; its idle lifetime
+        keeps counting, so pass a longer `timeout` to `create()` to pause for long.
+        """
+        self._run(self._session.pause())
+
+    async def apause(self) -> None:
+        """`pause()` on the caller's event loop."""
+        await self._session.pause()
+
+    def resume(self) -> None:
+        """Thaw a paused sandbox; returns once its daemon answers again."""
+        self._run(self._session.resume())
+
+    async def aresume(self) -> None:
+        """`resume()` on the caller's event loop."""
+        await self._session.resume()
 
     def kill(self, *, force: bool = False) -> None:
         """Delete the sandbox if this backend created it (or `force=True`); close connections.
@@ -542,7 +289,9 @@ class OpenSandboxBackend(BaseSandbox):
         """Run a shell command; output is stdout then stderr, exactly as printed.
 
         `timeout` in seconds: `None` uses the backend's default (30 minutes), `0` means no
-        limit. A timed-out command is stopped and reported with exit code 124.
+        limit. A timed-out command is stopped and reported with exit code 124. With
+        `stderr_prefix` set (`create(stderr_prefix="[stderr] ")`), every stderr line of the
+        output starts with it.
         """
         return self._run(self.aexecute(command, timeout=timeout))
 
@@ -552,161 +301,37 @@ class OpenSandboxBackend(BaseSandbox):
         try:
             result = await self._session.run(command, timeout=limit)
         except CommandTimeoutError as exc:
-            return _timed_out(exc)
+            return _timed_out(exc, self._stderr_prefix)
+        output = (
+            result.output
+            if self._stderr_prefix is None
+            else combined_output(result.stdout, result.stderr, self._stderr_prefix)
+        )
         return ExecuteResponse(
-            output=result.output, exit_code=result.exit_code, truncated=result.truncated
+            output=output, exit_code=result.exit_code, truncated=result.truncated
         )
 
-    # -- file transfer ----------------------------------------------------------------------
-    def upload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
-        """Write files (parents created, existing files replaced); one result per file, in order."""
-        return self._run(self.aupload_files(files))
-
-    async def aupload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
-        """`upload_files()` on the caller's event loop."""
-        responses: list[FileUploadResponse | None] = []
-        batch: list[tuple[str, bytes]] = []
-        for path, content in files:
-            problem = check_transfer_path(path)
-            if problem is None and not isinstance(content, bytes | bytearray | memoryview):
-                raise TypeError(f"content for {path!r} must be bytes, got {type(content).__name__}")
-            responses.append(FileUploadResponse(path=path, error=problem) if problem else None)
-            if problem is None:
-                batch.append((path, bytes(content)))
-        results = iter(await self._session.upload_files(batch) if batch else [])
-        return [
-            response
-            if response is not None
-            else FileUploadResponse(path=(r := next(results)).path, error=transfer_error(r))
-            for response in responses
-        ]
-
-    def download_files(self, paths: list[str]) -> list[FileDownloadResponse]:
-        """Read files as bytes; one result per file, in order."""
-        return self._run(self.adownload_files(paths))
-
-    async def adownload_files(self, paths: list[str]) -> list[FileDownloadResponse]:
-        """`download_files()` on the caller's event loop."""
-        responses: list[FileDownloadResponse | None] = []
-        batch: list[str] = []
-        for path in paths:
-            problem = check_transfer_path(path)
-            responses.append(FileDownloadResponse(path=path, error=problem) if problem else None)
-            if problem is None:
-                batch.append(path)
-        results = iter(await self._session.download_files(batch) if batch else [])
-        out: list[FileDownloadResponse] = []
-        for response in responses:
-            if response is None:
-                result = next(results)
-                error = transfer_error(result)
-                response = FileDownloadResponse(
-                    path=result.path, content=None if error else result.content, error=error
-                )
-            out.append(response)
-        return out
-
-    # -- native file operations -------------------------------------------------------------
-    def write(self, file_path: str, content: str) -> WriteResult:
-        """Create or overwrite a text file (parents created), in one native upload."""
-        return self._run(self.awrite(file_path, content))
-
-    async def awrite(self, file_path: str, content: str) -> WriteResult:
-        """`write()` on the caller's event loop."""
-        responses = await self.aupload_files([(file_path, content.encode("utf-8"))])
-        if responses[0].error:
-            return WriteResult(error=f"Failed to write file '{file_path}': {responses[0].error}")
-        return WriteResult(path=file_path)
-
-    def ls(self, path: str) -> LsResult:
-        """The entries of a directory in directory order, as BaseSandbox lists them (one argv
-        command instead of a `python3 -c` script; see `_tools.py`)."""
-        return self._run(self.als(path))
-
-    async def als(self, path: str) -> LsResult:
-        """`ls()` on the caller's event loop."""
-        result = await native_ls(self._session, path)
-        if result is not None:
-            return result
-        return await BaseSandbox.als(self, path)
-
-    def edit(
-        self,
-        file_path: str,
-        old_string: str,
-        new_string: str,
-        replace_all: bool = False,
-    ) -> EditResult:
-        """Replace `old_string` in a text file, as BaseSandbox does (CRLF-aware, one match
-        unless `replace_all`), natively: a download and execd's in-place replace."""
-        return self._run(self.aedit(file_path, old_string, new_string, replace_all))
-
-    async def aedit(
-        self,
-        file_path: str,
-        old_string: str,
-        new_string: str,
-        replace_all: bool = False,
-    ) -> EditResult:
-        """`edit()` on the caller's event loop."""
-        if not old_string:
-            return EditResult(error=EMPTY_OLD_STRING_ERROR)
-        result = await native_edit(
-            self._session, file_path, old_string, new_string, replace_all=bool(replace_all)
-        )
-        if result is not None:
-            return result
-        return await BaseSandbox.aedit(self, file_path, old_string, new_string, replace_all)
-
-    def glob(self, pattern: str, path: str | None = None) -> GlobResult:
-        """Regular files under `path` matching `pattern`, as BaseSandbox finds them (one `find`
-        command and BaseSandbox's own matcher instead of a `python3 -c` walk; `_glob.py`)."""
-        result = self._run(native_glob(self._session, pattern, path))
-        if result is not None:
-            return result
-        return BaseSandbox.glob(self, pattern, path)
-
-    async def aglob(self, pattern: str, path: str | None = None) -> GlobResult:
-        """`glob()` on the caller's event loop."""
-        result = await native_glob(self._session, pattern, path)
-        if result is not None:
-            return result
-        return await BaseSandbox.aglob(self, pattern, path)
-
-    def read(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
-        """A page of a text file (numbered by the tools), or a binary file as base64.
-
-        Files up to 1 MiB are read whole; larger text files page by HTTP Range reads and a
-        per-file index of line starts (checked against the file's size and mtime on every
-        page), so a page costs about one page. Same results as BaseSandbox's script, which
-        still answers the cases the port cannot reproduce (invalid UTF-8 the script decodes).
+    # -- directory upload -------------------------------------------------------------------
+    def upload_dir(
+        self, local_dir: str | os.PathLike[str], remote_dir: str, **options: Unpack[UploadOptions]
+    ) -> DirectoryUpload:
+        """Copy a local directory tree into the sandbox at `remote_dir` (absolute, like every
+        path here), leaving secrets behind: `.env`, `.env.*`, `.ssh/`, `.aws/`, `.gnupg/`,
+        `*.pem`, `*.key`, `id_rsa*`, `.netrc`, `.git-credentials`, `.npmrc`, `.pypirc`, `*.p12`
+        and the rest of `opensandbox_core.SECRET_PATTERNS`. Options: `include_secrets=True`
+        uploads them; `exclude` adds patterns (`["node_modules/", "*.log"]`); `concurrency`
+        (8 files at once) and `timeout` (per file). Symlinks never lead out of the tree. Returns
+        what was uploaded and what was skipped, and why (`opensandbox_core.DirectoryUpload`).
         """
-        return self._run(self.aread(file_path, offset, limit))
+        return self._run(self.aupload_dir(local_dir, remote_dir, **options))
 
-    async def aread(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
-        """`read()` on the caller's event loop."""
-        problem = check_transfer_path(file_path)
-        if problem is not None:
-            # One rule for every file operation: paths are absolute (`write("rel.txt")` says the
-            # same), never resolved against a working directory the agent cannot see.
-            return read_error(file_path if isinstance(file_path, str) else repr(file_path), problem)
-        cache = page_cache(self._session)
-        if cache.get(file_path) is None:
-            try:
-                raw = await self._session.read_bytes(file_path, max_size=PAGED_ABOVE)
-            except OutputLimitError:
-                pass  # over 1 MiB: paged by Range reads below
-            except OSError as exc:
-                code = READ_ERRORS.get(exc.errno or 0)
-                if code is not None:
-                    return read_error(file_path, code)
-                return await BaseSandbox.aread(self, file_path, offset, limit)
-            else:
-                page = render_page(raw, file_path, offset, limit)
-                if page is not None:
-                    return page
-                return await BaseSandbox.aread(self, file_path, offset, limit)
-        page = await paged_read(self._session, cache, file_path, offset, limit)
-        if page is not None:
-            return page
-        return await BaseSandbox.aread(self, file_path, offset, limit)
+    async def aupload_dir(
+        self, local_dir: str | os.PathLike[str], remote_dir: str, **options: Unpack[UploadOptions]
+    ) -> DirectoryUpload:
+        """`upload_dir()` on the caller's event loop."""
+        if not isinstance(remote_dir, str) or not remote_dir.startswith("/"):
+            raise ValueError(
+                f"remote_dir must be an absolute path such as '/workspace/project', got "
+                f"{remote_dir!r}."
+            )
+        return await upload_directory(self._session, local_dir, remote_dir, **options)

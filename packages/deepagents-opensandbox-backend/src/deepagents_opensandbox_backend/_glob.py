@@ -16,13 +16,17 @@ that source ever lacks them, or the walk meets anything the script would report 
 (an unreadable subtree: `walk_errors`; the 5 s or 10,000-match budgets: `truncated`; an invalid
 or too broad pattern), the caller runs the script.
 
-Names that are not UTF-8 differ: the core's output is text (U+FFFD) where the script's JSON
-carries surrogate escapes.
+The walk's output is printed as one base64 line, so the core can return it from line events
+without reading the command's raw output file on line-framed execd (`plain_lines=True`), and
+names keep every byte: they are decoded as the script's Python decodes them (UTF-8 with
+`surrogateescape`), so names with `\r`, `\n`, NEL, U+2028 or non-UTF-8 bytes come out the same.
 """
 
 from __future__ import annotations
 
 import ast
+import base64
+import binascii
 import fnmatch
 import logging
 import time
@@ -82,20 +86,27 @@ def _load_matcher() -> dict[str, Any] | None:
 _MATCHER: Final = _load_matcher()
 
 GLOB_WALK: Final = r"""
-cd -P -- "$1" || exit 3
-printf '%s\0' "$PWD"
-set --
-if [ "$PWD" = / ]; then set -- \( -path ./proc -o -path ./sys -o -path ./dev \) -prune -o; fi
-links="${TMPDIR:-/tmp}/.osb-glob-$$-$RANDOM"
-trap 'rm -f -- "$links"' EXIT
-find -P . -mindepth 1 "$@" \( -type f -printf 'f%P\0' \) -o \
-  \( -type l -xtype f -printf 'l%P\0' -fprint0 "$links" \) || exit 4
-printf '=\0'
-[ -s "$links" ] || exit 0
-xargs -0 realpath -z -- < "$links" || exit 4
+walk() {
+  cd -P -- "$1" || exit 3
+  printf '%s\0' "$PWD"
+  set --
+  if [ "$PWD" = / ]; then set -- \( -path ./proc -o -path ./sys -o -path ./dev \) -prune -o; fi
+  links="${TMPDIR:-/tmp}/.osb-glob-$$-$RANDOM"
+  trap 'rm -f -- "$links"' EXIT
+  find -P . -mindepth 1 "$@" \( -type f -printf 'f%P\0' \) -o \
+    \( -type l -xtype f -printf 'l%P\0' -fprint0 "$links" \) || exit 4
+  printf '=\0'
+  [ -s "$links" ] || exit 0
+  xargs -0 realpath -z -- < "$links" || exit 4
+}
+(walk "$1") | base64 -w 0
+status=${PIPESTATUS[0]}
+echo
+exit "$status"
 """
 """The walk (one `find`): the root's real path, `f<path>`/`l<path>` records, `=`, then the
-real paths of the `l` records, in the same order."""
+real paths of the `l` records, in the same order; NUL-separated, printed as one base64 line
+(plain ASCII, so the core returns it from the line events: `plain_lines=True`)."""
 
 _CD_ERRORS: Final = {
     "No such file or directory": "path_not_found",
@@ -117,6 +128,19 @@ def _prepared(pattern: str) -> list[str] | None:
     return [normalize(item) for item in expanded]
 
 
+def _records(stdout: str) -> list[str] | None:
+    """The walk's NUL-separated records from its base64 line, each decoded as the script's
+    Python decodes names (UTF-8, `surrogateescape`); None for output that is not one line of
+    base64."""
+    if not stdout.endswith("\n") or not stdout.isascii() or "\n" in stdout[:-1]:
+        return None
+    try:
+        raw = base64.b64decode(stdout[:-1], validate=True)
+    except binascii.Error:
+        return None
+    return [item.decode("utf-8", "surrogateescape") for item in raw.split(b"\0")]
+
+
 async def native_glob(
     session: AsyncSandboxSession, pattern: str, path: str | None
 ) -> GlobResult | None:
@@ -130,7 +154,9 @@ async def native_glob(
         return None
     candidates = _prepared(pattern)
     started = time.monotonic()
-    result = await session.run(["bash", "-c", GLOB_WALK, "glob", search_path], env=_C_LOCALE)
+    result = await session.run(
+        ["bash", "-c", GLOB_WALK, "glob", search_path], env=_C_LOCALE, plain_lines=True
+    )
     if result.truncated or time.monotonic() - started > _MATCHER["TIME_BUDGET"] * 0.8:
         return None
     if result.exit_code == 3:
@@ -141,7 +167,7 @@ async def native_glob(
         return None
     if result.exit_code != 0 or candidates is None:
         return None  # walk errors, or a pattern error code: the script words them
-    records = result.stdout.split("\0")
+    records = _records(result.stdout)
     if not records or records[-1] != "":
         return None
     real_root, rest = records[0], records[1:-1]

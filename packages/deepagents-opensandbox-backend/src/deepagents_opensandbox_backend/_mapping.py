@@ -10,10 +10,8 @@ on 2026-11-29.
 from __future__ import annotations
 
 import errno
-import math
 import shlex
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Final
 
 from deepagents.backends.protocol import (
@@ -24,12 +22,13 @@ from deepagents.backends.protocol import (
     FileOperationError,
 )
 
-from opensandbox_core import ConfigurationError, TransferResult
+from opensandbox_core import ConfigurationError, TransferResult, _validate
 
 __all__ = [
     "CODE_INTERPRETER_ENTRYPOINTS",
     "TRANSFER_ERRORS",
     "check_transfer_path",
+    "combined_output",
     "default_entrypoint",
     "execute_timeout",
     "lifetime_seconds",
@@ -97,33 +96,10 @@ def transfer_error(result: TransferResult) -> FileOperationError | None:
     raise RuntimeError(f"Transfer of {result.path!r} failed without a reason ({result.error}).")
 
 
-# -- time values -----------------------------------------------------------------------------
+# -- time values and output -----------------------------------------------------------------
 
-
-def _seconds(value: object, name: str) -> float:
-    if isinstance(value, timedelta):
-        seconds = value.total_seconds()
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        seconds = float(value)
-    else:
-        raise ConfigurationError(
-            f"{name} must be a number of seconds or a timedelta, got {type(value).__name__}."
-        )
-    if not math.isfinite(seconds) or seconds < 0:
-        raise ConfigurationError(f"{name} must be a finite, non-negative duration, got {value!r}.")
-    return seconds
-
-
-def lifetime_seconds(value: timedelta | float | None, name: str = "timeout") -> float | None:
-    """A sandbox idle lifetime in seconds; None (or zero) keeps the sandbox until it is killed."""
-    if value is None:
-        return None
-    seconds = _seconds(value, name)
-    if seconds == 0:
-        return None
-    if seconds < 1:
-        raise ConfigurationError(f"{name} must be at least one second, got {value!r}.")
-    return seconds
+lifetime_seconds = _validate.idle_lifetime
+"""A sandbox idle lifetime in seconds; None (or zero) keeps the sandbox until it is killed."""
 
 
 def execute_timeout(value: object) -> float | None:
@@ -133,8 +109,22 @@ def execute_timeout(value: object) -> float | None:
     Anything that is not a non-negative number is a `ValueError` (the execute tool reports that
     to the model).
     """
-    seconds = _seconds(value, "timeout")
-    return None if seconds == 0 else seconds
+    return _validate.zero_is_none(value, "timeout")
+
+
+def combined_output(stdout: str, stderr: str, stderr_prefix: str | None) -> str:
+    """`execute()`'s output: stdout, then stderr with every line starting with `stderr_prefix`.
+
+    Without a prefix (the default) the two are joined as printed. With one, stderr starts on a
+    line of its own, so a marker is never glued to the end of stdout's last line.
+    """
+    if stderr_prefix is None or not stderr:
+        return stdout + stderr
+    head = stdout if not stdout or stdout.endswith("\n") else stdout + "\n"
+    lines = stderr.split("\n")
+    tail = lines.pop() if lines[-1] == "" else None  # stderr ended with a line break
+    marked = "\n".join(stderr_prefix + line for line in lines)
+    return head + marked + ("\n" if tail is not None else "")
 
 
 # -- images ----------------------------------------------------------------------------------

@@ -10,6 +10,14 @@ bytes up to the page) this module renders the page from HTTP Range reads instead
   where some lines start: every page's end, and checkpoints along any scan. The next page of a
   sequential read starts where the last one ended, so it reads only its own bytes (plus
   `SLACK`); a jump forward scans from the nearest known line start.
+- Bytes come through a read-ahead window kept with the index (so with one file version): a
+  sequential read fetches its first page's bytes, then windows doubling from 1 MiB to 8 MiB,
+  the next one in the background once half of the current one is used; a page inside the
+  window costs only the version check. Windows are bounded per session (`WINDOW_BUDGET`).
+  Measured on the testbed (2026-12-01, loaded machine): an 8 MiB file in 22 pages went from
+  about 500 ms to about 260-400 ms, about 12-18 ms a page, the cost of one `read` call whose
+  page is already in memory; that call (version check + page layout + the blocking façade)
+  is the floor while the Deep Agents tool makes one call per page.
 - The page logic is `_read.render_page`'s (the script's, line by line) on raw bytes: line
   numbers, the 500 KiB truncation, the past-the-end message and `total_lines` (known only at
   the end of the file) come out the same.
@@ -74,6 +82,12 @@ BASE64_LIMIT: Final = 8 * 1024 * 1024
 does) up to this size; larger ones are left to the script."""
 CACHED_FILES: Final = 32
 """Line indexes kept per sandbox session (least recently used dropped first)."""
+READAHEAD_FIRST: Final = 1024 * 1024
+READAHEAD_MAX: Final = 8 * 1024 * 1024
+"""A sequential read fetches ahead of its page, the window doubling from the first to the max
+size: the next pages come from memory and cost only the version check."""
+WINDOW_BUDGET: Final = 16 * 1024 * 1024
+"""Bytes of read-ahead windows kept per sandbox session (older files' windows dropped first)."""
 
 _EFFECTIVE_LIMIT: Final = MAX_OUTPUT_BYTES - len(TRUNCATION_MSG.encode("utf-8"))
 _TERMINATOR: Final = re.compile(rb"\r\n|\r|\n")
@@ -98,7 +112,27 @@ class LineIndex:
     prefix_binary: bool | None = None
     valid_to: int = 0
     bytes_per_line: float | None = None
+    window_start: int = 0
+    window: bytes = field(default=b"", repr=False)
+    readahead: int = 0
+    ahead: asyncio.Future[bytes] | None = field(default=None, repr=False)
+    ahead_start: int = 0
+    ahead_loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def cached(self, start: int, length: int) -> bytes | None:
+        """The file's bytes [start, start + length) (fewer at its end) from the read-ahead
+        window of this version, or None when the window does not hold them all."""
+        with self._lock:
+            end = min(start + length, self.size)
+            begin = start - self.window_start
+            if begin < 0 or end - self.window_start > len(self.window):
+                return None
+            return self.window[begin : end - self.window_start]
+
+    def keep_window(self, start: int, data: bytes) -> None:
+        with self._lock:
+            self.window_start, self.window = start, data
 
     def nearest(self, line: int) -> tuple[int, int]:
         """The known line start at or before `line`."""
@@ -418,6 +452,18 @@ class PageCache:
         with self._lock:
             self._indexes.pop(path, None)
 
+    def trim(self, keep: LineIndex) -> None:
+        """Drop the read-ahead windows of the least recently paged files while the windows
+        held exceed `WINDOW_BUDGET` (`keep`'s is the last to go)."""
+        with self._lock:
+            held = sum(len(i.window) for i in self._indexes.values())
+            for index in list(self._indexes.values()):
+                if held <= WINDOW_BUDGET:
+                    return
+                if index is not keep and index.window:
+                    held -= len(index.window)
+                    index.keep_window(0, b"")
+
 
 _caches: weakref.WeakKeyDictionary[AsyncSandboxSession, PageCache] = weakref.WeakKeyDictionary()
 _caches_lock = threading.Lock()
@@ -444,19 +490,97 @@ async def _inspect(session: AsyncSandboxSession, file_path: str) -> FileInfo:
     return info
 
 
+def _reading_ahead(ranged: Fetch, cache: PageCache, index: LineIndex) -> Fetch:
+    """`ranged` through `index`'s read-ahead window: a request the window holds costs nothing;
+    a miss fetches its bytes and, once the file is read on past its first miss, more ahead
+    (the window doubling up to `READAHEAD_MAX`). Once a page has used half of the window, the
+    next window is fetched in the background, so a sequential read rarely waits for bytes.
+    The window belongs to the index, so to one version of the file: the caller checks the
+    version on every page, as before."""
+
+    async def fetch(start: int, length: int) -> bytes:
+        held = index.cached(start, length)
+        if held is None and await _take_ahead(index, start):
+            held = index.cached(start, length)
+        if held is None:
+            want = min(max(length, index.readahead), max(0, index.size - start))
+            data = await ranged(start, want)
+            index.keep_window(start, data)
+            index.readahead = min(max(2 * index.readahead, READAHEAD_FIRST), READAHEAD_MAX)
+            cache.trim(index)
+            held = data[:length]
+        _fetch_ahead(ranged, index, start + len(held))
+        return held
+
+    return fetch
+
+
+async def _take_ahead(index: LineIndex, start: int) -> bool:
+    """Join the background fetch to the window if it holds `start`; whether it did."""
+    ahead = index.ahead
+    if ahead is None or index.ahead_loop is not asyncio.get_running_loop():
+        return False
+    if not index.window_start <= start < index.ahead_start + READAHEAD_MAX:
+        return False  # a jump: the background bytes are not the ones needed
+    try:
+        data = await asyncio.shield(ahead)
+    except Exception:
+        index.ahead = None
+        return False
+    with index._lock:
+        if index.ahead is not ahead:
+            return False
+        index.ahead = None
+        window_end = index.window_start + len(index.window)
+        if window_end == index.ahead_start and start <= window_end:
+            tail = index.window[start - index.window_start :]
+            index.window_start, index.window = start, tail + data
+        elif start >= index.ahead_start:
+            index.window_start, index.window = index.ahead_start, data
+        else:
+            return False
+    return True
+
+
+def _fetch_ahead(ranged: Fetch, index: LineIndex, position: int) -> None:
+    """Start fetching the window after the current one once `position` has passed its middle
+    (one background fetch at a time)."""
+    with index._lock:
+        window_end = index.window_start + len(index.window)
+        if index.ahead is not None or not index.window or window_end >= index.size:
+            return
+        if window_end - position > len(index.window) // 2:
+            return
+        length = min(max(index.readahead, READAHEAD_FIRST), index.size - window_end)
+        index.readahead = min(2 * max(index.readahead, READAHEAD_FIRST), READAHEAD_MAX)
+        index.ahead_start = window_end
+        index.ahead_loop = asyncio.get_running_loop()
+        index.ahead = asyncio.ensure_future(ranged(window_end, length))
+        index.ahead.add_done_callback(_retrieved)
+
+
+def _retrieved(future: asyncio.Future[bytes]) -> None:
+    """A background fetch nobody awaited (the file changed, the reader stopped) must not be
+    logged as an unretrieved exception."""
+    if not future.cancelled():
+        future.exception()
+
+
 async def paged_read(
     session: AsyncSandboxSession, cache: PageCache, file_path: str, offset: int, limit: int
 ) -> ReadResult | None:
     """A page of `file_path` through Range reads (see the module docstring); None where only
     BaseSandbox's script can answer exactly."""
 
-    async def fetch(start: int, length: int) -> bytes:
+    async def ranged(start: int, length: int) -> bytes:
         return await session.read_range(file_path, start, length)
 
     index = cache.get(file_path)
+    fetch: Fetch = ranged if index is None else _reading_ahead(ranged, cache, index)
     planned = _first_request(index, offset, limit) if index is not None else None
     # A sequential read asks for the page's bytes while the file's version is checked: one
-    # round trip per page. The bytes are used only if the version is still the index's.
+    # round trip per page (none but the check when the read-ahead window holds them). The
+    # bytes are used only if the version is still the index's.
     pending: list[asyncio.Future[bytes]] = []
     if planned is not None:
         pending.append(asyncio.ensure_future(fetch(*planned)))
@@ -482,6 +606,7 @@ async def paged_read(
             pending.clear()
             index = LineIndex(version=_version(info), size=info.size)
             cache.put(file_path, index)
+            fetch = _reading_ahead(ranged, cache, index)
         if info.size <= PAGED_ABOVE:
             cache.drop(file_path)
             try:
@@ -494,7 +619,7 @@ async def paged_read(
                 file_path, f"Binary file exceeds maximum preview size of {MAX_BINARY_BYTES} bytes"
             )
         if index.prefix_binary is None:
-            index.prefix_binary = not _valid(await fetch(0, PREFIX_BYTES), final=False)
+            index.prefix_binary = not _valid(await ranged(0, PREFIX_BYTES), final=False)
         if index.prefix_binary:
             if info.size > BASE64_LIMIT:
                 return None

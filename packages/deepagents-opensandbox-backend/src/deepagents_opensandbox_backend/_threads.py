@@ -30,11 +30,9 @@ import concurrent.futures
 import hashlib
 import logging
 import random
-import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from datetime import timedelta
+from collections.abc import Callable
 
 from deepagents.backends.protocol import (
     ExecuteResponse,
@@ -46,24 +44,17 @@ from deepagents.backends.protocol import (
 from deepagents.backends.sandbox import BaseSandbox
 
 from opensandbox_core import (
-    AsyncSandboxSession,
-    Connection,
-    SandboxSpec,
     SandboxSummary,
     SandboxUnavailableError,
     ServerError,
+    _validate,
     destroy_sandbox,
     list_sandboxes,
     run_blocking,
 )
 
-from ._backend import (
-    DEFAULT_COMMAND_TIMEOUT,
-    DEFAULT_IMAGE,
-    DEFAULT_LIFETIME,
-    OpenSandboxBackend,
-)
-from ._mapping import entrypoint_argv, lifetime_seconds
+from ._backend import OpenSandboxBackend
+from ._options import ThreadOptions, takes_options
 
 __all__ = ["NAMESPACE_METADATA_KEY", "THREAD_METADATA_KEY", "ThreadSandboxBackend"]
 
@@ -74,7 +65,6 @@ NAMESPACE_METADATA_KEY = "opensandbox-agents.namespace"
 THREAD_METADATA_KEY = "opensandbox-agents.thread"
 """Metadata label holding a digest of (namespace, thread id); see `ThreadSandboxBackend.thread_key`."""
 
-_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 _GONE_STATES = frozenset({"terminated", "failed", "stopping", "deleting", "deleted", "error"})
 _SETTLE_POLL = (0.2, 0.6)  # seconds, random: racers that both yielded do not retry in step
 
@@ -103,71 +93,33 @@ class ThreadSandboxBackend(BaseSandbox):
 
     The first operation of a thread creates its sandbox (or, in a new process, finds it again
     through its metadata); later operations of that thread reuse it, in this process and in any
-    other with the same `namespace` and server. The arguments are those of
-    `OpenSandboxBackend.create()`, plus:
-
-    - `namespace`: separates applications sharing one server (a label value: letters, digits,
-      `-`, `_`, `.`, at most 63 characters). The same thread id in two namespaces gets two
-      sandboxes.
-    - `settle_timeout`: how long a racing first call may take to agree on the thread's sandbox.
+    other with the same `namespace` and server. The keyword arguments are `ThreadOptions`'
+    fields: those of `OpenSandboxBackend.create()`, plus `namespace` (separates applications
+    sharing one server: letters, digits, `-`, `_`, `.`, at most 63 characters) and
+    `settle_timeout` (how long a racing first call may take to agree on the thread's sandbox).
 
     `timeout` (idle lifetime, default 30 minutes, renewed by every operation) is what removes the
     sandboxes of threads nobody finishes; `None` keeps them until `destroy_thread()`.
     Construction does no I/O.
     """
 
-    def __init__(
-        self,
-        *,
-        namespace: str = "default",
-        domain: str | None = None,
-        image: str = DEFAULT_IMAGE,
-        entrypoint: str | Sequence[str] | None = None,
-        api_key: str | None = None,
-        use_server_proxy: bool = False,
-        timeout: timedelta | float | None = DEFAULT_LIFETIME,
-        env: Mapping[str, str] | None = None,
-        resource: Mapping[str, str] | None = None,
-        allow_internet_access: bool = True,
-        command_timeout: timedelta | float | None = DEFAULT_COMMAND_TIMEOUT,
-        working_dir: str = "/workspace",
-        ready_timeout: float = 60.0,
-        settle_timeout: float = 60.0,
-    ) -> None:
-        if not isinstance(namespace, str) or not _LABEL_VALUE.fullmatch(namespace):
-            raise ValueError(
-                f"namespace must be 1 to 63 letters, digits, '-', '_' or '.', starting and ending "
-                f"with a letter or digit; got {namespace!r}."
-            )
-        if isinstance(settle_timeout, bool) or not isinstance(settle_timeout, int | float):
-            raise TypeError("settle_timeout must be a number of seconds.")
-        if not settle_timeout > 0:
-            raise ValueError(f"settle_timeout must be positive, got {settle_timeout!r}.")
-        self._namespace = namespace
-        self._connection = Connection(
-            domain=domain, api_key=api_key, use_server_proxy=use_server_proxy
-        )
-        self._lifetime = lifetime_seconds(timeout)
-        self._command_timeout = lifetime_seconds(command_timeout, "command_timeout")
-        self._timeout_arg = timeout
-        self._command_timeout_arg = command_timeout
-        self._spec = SandboxSpec(
-            image=image,
-            entrypoint=entrypoint_argv(entrypoint, image),
-            env=dict(env or {}),
-            resource=dict(resource) if resource is not None else None,
-            allow_internet_access=allow_internet_access,
-            lifetime=self._lifetime,
-            ready_timeout=ready_timeout,
-        )
-        self._working_dir = working_dir
-        self._settle_timeout = float(settle_timeout)
+    @takes_options(ThreadOptions)
+    def __init__(self, options: ThreadOptions) -> None:
+        self._namespace = options.namespace
+        self._options = options.sandbox_options()
+        self._attach_options = options.attach_options()
+        self._connection = options.connection()
+        # Read by subclasses (`TimeTravelSandboxBackend`) to shape the sandboxes they make.
+        self._lifetime = self._options.spec().lifetime
+        self._working_dir = options.working_dir
+        self._command_timeout = _validate.idle_lifetime(options.command_timeout, "command_timeout")
+        self._settle_timeout = float(options.settle_timeout)
         self._lock = threading.Lock()
         self._threads: dict[str, concurrent.futures.Future[OpenSandboxBackend]] = {}
 
     def __repr__(self) -> str:
         return (
-            f"{type(self).__name__}(namespace={self._namespace!r}, image={self._spec.image!r}, "
+            f"{type(self).__name__}(namespace={self._namespace!r}, image={self._options.image!r}, "
             f"threads={len(self._threads)}, connection={self._connection!r})"
         )
 
@@ -327,32 +279,19 @@ class ThreadSandboxBackend(BaseSandbox):
             await asyncio.sleep(random.uniform(*_SETTLE_POLL))  # noqa: S311 - jitter, not secrecy
 
     async def _create(self, key: str) -> OpenSandboxBackend:
-        from dataclasses import replace
-
-        spec = replace(
-            self._spec,
-            metadata={NAMESPACE_METADATA_KEY: self._namespace, THREAD_METADATA_KEY: key},
-        )
-        session = AsyncSandboxSession(
-            spec,
+        session = self._options.create(
+            {NAMESPACE_METADATA_KEY: self._namespace, THREAD_METADATA_KEY: key},
             connection=self._connection,
-            working_dir=self._working_dir,
-            default_timeout=self._command_timeout,
         )
-        backend = OpenSandboxBackend(session)
+        backend = OpenSandboxBackend(session, stderr_prefix=self._options.stderr_prefix)
         await backend._start_owned()
         return backend
 
     async def _attach(self, sandbox_id: str) -> OpenSandboxBackend:
-        return await OpenSandboxBackend.aconnect(
-            sandbox_id,
-            domain=self._connection.domain,
-            api_key=self._connection.api_key,
-            use_server_proxy=self._connection.use_server_proxy,
-            timeout=self._timeout_arg,
-            command_timeout=self._command_timeout_arg,
-            working_dir=self._working_dir,
-        )
+        session = self._attach_options.attach(sandbox_id, connection=self._connection)
+        backend = OpenSandboxBackend(session, stderr_prefix=self._options.stderr_prefix)
+        await session.start()
+        return backend
 
     def destroy_thread(self, thread_id: str) -> list[str]:
         """Delete this thread's sandbox (files included); returns the ids deleted.

@@ -10,16 +10,18 @@ sandbox: entries in directory order (as the kernel returns them, unsorted), each
 stderr, so the listing is empty without an error.
 
 execd's `/directories/list` cannot stand in: it sorts by name, follows nothing the same way,
-and v1.0.18 lacks it. One argv command does: `ls -f -p --zero -- PATH/` (GNU coreutils >= 9.0)
-reads the directory with `readdir` like `scandir` (same order), marks directories from the
-entry's type without following symlinks like `is_dir(follow_symlinks=False)`, and separates
-names with NUL (any name is safe). The trailing `/` makes `ls` list a directory or a symlink to
-one (as `scandir` follows it) and fail on anything else with the errno `scandir` would get.
-Where `ls` lacks `--zero` (older coreutils, busybox), the backend falls back to BaseSandbox's
-script for that sandbox. Measured on the testbed (2026-12-01): 22 ms against 74 ms.
-
-Names that are not UTF-8 differ: the core's output is text, so such a byte becomes U+FFFD where
-the script's JSON carries a surrogate escape.
+and v1.0.18 lacks it. One argv command does: `ls -f -p --quoting-style=escape -- PATH/` (GNU
+coreutils) reads the directory with `readdir` like `scandir` (same order), marks directories
+from the entry's type without following symlinks like `is_dir(follow_symlinks=False)`, and
+prints one line per name in C escapes: in the C locale every byte that is not printable ASCII
+(`\r`, `\n`, NEL, U+2028, any non-UTF-8 byte) is an escape, so the output is plain ASCII
+lines and the core can return it from the line events (`run(..., plain_lines=True)`: no raw
+output file read on line-framed execd). The names are unescaped here to their bytes and
+decoded as the script's Python does (UTF-8, `surrogateescape`), so even non-UTF-8 names come
+out the same. The trailing `/` makes `ls` list a directory or a symlink to one (as `scandir`
+follows it) and fail on anything else with the errno `scandir` would get. Where `ls` lacks
+the option (busybox), or prints an escape not known here, the backend falls back to
+BaseSandbox's script.
 
 ## edit
 BaseSandbox's `edit` (`_EDIT_COMMAND_TEMPLATE`) stats the file (not a regular file:
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import errno
 import posixpath
+import re
 from typing import Final
 
 from deepagents.backends.protocol import EditResult, FileInfo, LsResult
@@ -55,6 +58,7 @@ __all__ = [
     "native_edit",
     "native_ls",
     "parse_ls",
+    "unescape_name",
 ]
 
 EDIT_READ_LIMIT: Final = 8 * 1024 * 1024
@@ -67,12 +71,53 @@ LS_ERRORS: Final[dict[str, str]] = {
     "Permission denied": "permission_denied",
 }
 UNSUPPORTED: Final = "unrecognized option"
-"""What GNU ls without `--zero` says (coreutils < 9.0); busybox says "unrecognized option" too."""
+"""What an `ls` without `--quoting-style` says (busybox)."""
 _C_LOCALE: Final = {"LC_ALL": "C"}
 
 
 def ls_argv(path: str) -> list[str]:
-    return ["ls", "-f", "-p", "--zero", "--", path + "/"]
+    return ["ls", "-f", "-p", "--quoting-style=escape", "--", path + "/"]
+
+
+_ESCAPE: Final = re.compile(rb"\\([0-7]{3}|.)", re.DOTALL)
+_ESCAPED: Final[dict[bytes, bytes]] = {
+    b"a": b"\a",
+    b"b": b"\b",
+    b"f": b"\f",
+    b"n": b"\n",
+    b"r": b"\r",
+    b"t": b"\t",
+    b"v": b"\v",
+    b"\\": b"\\",
+    b" ": b" ",
+}
+
+
+class _UnknownEscape(ValueError):
+    pass
+
+
+def _unescape_byte(match: re.Match[bytes]) -> bytes:
+    code = match.group(1)
+    if len(code) == 3:
+        return bytes([int(code, 8) & 0xFF])
+    known = _ESCAPED.get(code)
+    if known is None:
+        raise _UnknownEscape(code)
+    return known
+
+
+def unescape_name(line: str) -> str | None:
+    """A name as `ls --quoting-style=escape` printed it (C locale), back to what Python's
+    `os.scandir` gives for it (UTF-8 with `surrogateescape`); None for an output line that is
+    not pure ASCII or holds an escape not known here."""
+    if not line.isascii():
+        return None
+    try:
+        raw = _ESCAPE.sub(_unescape_byte, line.encode("ascii"))
+    except _UnknownEscape:
+        return None
+    return raw.decode("utf-8", "surrogateescape")
 
 
 def parse_ls(path: str, exit_code: int | None, stdout: str, stderr: str) -> LsResult | None:
@@ -88,10 +133,16 @@ def parse_ls(path: str, exit_code: int | None, stdout: str, stderr: str) -> LsRe
         if stdout:
             return None  # a listing and an error: let the script decide
         return LsResult(entries=[])  # the script's traceback goes to /dev/null: no entries
+    if stdout and not stdout.endswith("\n"):
+        return None
     entries: list[FileInfo] = []
-    for name in stdout.split("\0"):
-        if name in ("", "./", "../"):
+    for line in stdout[:-1].split("\n") if stdout else []:
+        if line in ("./", "../"):
             continue
+        unescaped = unescape_name(line)
+        if unescaped is None or not unescaped:
+            return None
+        name = unescaped
         is_dir = name.endswith("/")
         entries.append(
             {"path": posixpath.join(path, name[:-1] if is_dir else name), "is_dir": is_dir}
@@ -99,8 +150,8 @@ def parse_ls(path: str, exit_code: int | None, stdout: str, stderr: str) -> LsRe
     return LsResult(entries=entries)
 
 
-_no_zero: set[str] = set()
-"""Sandboxes whose `ls` has no `--zero` (asked once each)."""
+_no_quoting: set[str] = set()
+"""Sandboxes whose `ls` has no `--quoting-style` (asked once each)."""
 
 
 async def native_ls(session: AsyncSandboxSession, path: str) -> LsResult | None:
@@ -110,14 +161,14 @@ async def native_ls(session: AsyncSandboxSession, path: str) -> LsResult | None:
         return None
     if not path:
         return LsResult(entries=None, error=f"Path '{path}': path_not_found")
-    if session.id in _no_zero:
+    if session.id in _no_quoting:
         return None
-    result = await session.run(ls_argv(path), env=_C_LOCALE)
+    result = await session.run(ls_argv(path), env=_C_LOCALE, plain_lines=True)
     if result.truncated:
         return None
     parsed = parse_ls(path, result.exit_code, result.stdout, result.stderr)
     if parsed is None and UNSUPPORTED in result.stderr and session.id is not None:
-        _no_zero.add(session.id)
+        _no_quoting.add(session.id)
     return parsed
 
 

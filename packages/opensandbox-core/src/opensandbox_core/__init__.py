@@ -14,6 +14,7 @@ given. See `docs/core.md` for the guide.
 from ._admin import SandboxSummary, destroy_sandbox, list_sandboxes, remove_sandboxes
 from ._background import BackgroundProcess, OutputChunk, ProcessStatus
 from ._config import Connection, SandboxSpec
+from ._create import EgressRule, NetworkPolicy, Volume
 from ._errors import (
     AuthenticationError,
     CommandTimeoutError,
@@ -28,8 +29,18 @@ from ._errors import (
 from ._framing import Framing
 from ._pool import SandboxPool
 from ._session import DEFAULT, LIBRARY_KEY, OWNER_KEY, AsyncSandboxSession, OutputCallback
-from ._sync import SandboxSession, run_blocking
+from ._snapshots import (
+    SnapshotRef,
+    SnapshotsUnsupportedError,
+    delete_snapshot,
+    get_snapshot,
+    list_snapshots,
+    restore_snapshot,
+    snapshot_sandbox,
+)
+from ._sync import BlockingBackgroundProcess, SandboxSession, run_blocking
 from ._types import CommandResult, FileInfo, TransferResult
+from ._upload import SECRET_PATTERNS, DirectoryUpload, upload_directory
 
 __version__ = "0.2.0"
 
@@ -37,16 +48,21 @@ __all__ = [
     "DEFAULT",
     "LIBRARY_KEY",
     "OWNER_KEY",
+    "SECRET_PATTERNS",
     "AsyncSandboxSession",
     "AuthenticationError",
     "BackgroundProcess",
+    "BlockingBackgroundProcess",
     "CommandResult",
     "CommandTimeoutError",
     "ConfigurationError",
     "Connection",
+    "DirectoryUpload",
+    "EgressRule",
     "FileInfo",
     "Framing",
     "InsecureSandboxWarning",
+    "NetworkPolicy",
     "OpenSandboxError",
     "OutputCallback",
     "OutputChunk",
@@ -58,11 +74,20 @@ __all__ = [
     "SandboxSummary",
     "SandboxUnavailableError",
     "ServerError",
+    "SnapshotRef",
+    "SnapshotsUnsupportedError",
     "TransferResult",
     "UnsupportedDaemonError",
+    "Volume",
     "__version__",
+    "delete_snapshot",
     "destroy_sandbox",
+    "get_snapshot",
     "list_sandboxes",
+    "list_snapshots",
     "remove_sandboxes",
+    "restore_snapshot",
     "run_blocking",
+    "snapshot_sandbox",
+    "upload_directory",
 ]

@@ -27,7 +27,8 @@ import logging
 import posixpath
 import shlex
 import time
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ from ._errors import CommandTimeoutError, ConfigurationError, ServerError
 from ._execd import ExecdError
 
 if TYPE_CHECKING:
+    from ._commands import Lifecycle
     from ._session import AsyncSandboxSession
 
 __all__ = ["BackgroundProcess", "OutputChunk", "ProcessStatus"]
@@ -44,6 +46,15 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_CHUNK = 1024 * 1024
 _REGISTRATION_BUDGET = 5.0
 """Seconds `start_background` waits for execd to register a started process."""
+
+# The lifecycle facet of each session, registered by the session when it is built: a handle
+# holds only the session (its public identity) and finds the facet here.
+_lifecycles: weakref.WeakKeyDictionary[object, Lifecycle] = weakref.WeakKeyDictionary()
+
+
+def register(session: object, lifecycle: Lifecycle) -> None:
+    """Make `session`'s background handles use `lifecycle` (called by the session)."""
+    _lifecycles[session] = lifecycle
 
 
 @dataclass(frozen=True)
@@ -84,6 +95,16 @@ class BackgroundProcess:
     def __repr__(self) -> str:
         return f"BackgroundProcess(id={self.id!r}, sandbox={self._session.id!r})"
 
+    @property
+    def _life(self) -> Lifecycle:
+        life = _lifecycles.get(self._session)
+        if life is None:
+            raise ConfigurationError(
+                "This BackgroundProcess was not built on an AsyncSandboxSession; get handles "
+                "from session.start_background(...) or session.background(id)."
+            )
+        return life
+
     @staticmethod
     def keep_running(command: str, *, log: str = "/dev/null") -> str:
         """A shell command line that starts `command` (a shell line) in a session of its own,
@@ -106,13 +127,12 @@ class BackgroundProcess:
         )
 
     async def status(self) -> ProcessStatus:
-        clients, execd = await self._session._file_op()
+        life = self._life
+        execd = (await life.context()).execd
         try:
             data = await execd.command_status(self.id)
         except Exception as exc:
-            await self._session._fail(
-                clients, exc, "read a background process's status", execd=execd
-            )
+            await life.fail(exc, "read a background process's status", execd=execd)
         exit_code = data.get("exit_code")
         running = bool(data.get("running"))
         return ProcessStatus(
@@ -127,13 +147,12 @@ class BackgroundProcess:
         """Output (stdout and stderr, combined as execd records it) after `cursor`."""
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
             raise ConfigurationError("max_bytes must be a positive int.")
-        clients, execd = await self._session._file_op()
+        life = self._life
+        execd = (await life.context()).execd
         try:
             text, next_cursor, truncated = await execd.command_logs(self.id, cursor, max_bytes)
         except Exception as exc:
-            await self._session._fail(
-                clients, exc, "read a background process's output", execd=execd
-            )
+            await life.fail(exc, "read a background process's output", execd=execd)
         return OutputChunk(text=text, cursor=next_cursor, truncated=truncated)
 
     async def wait(self, timeout: float | None = None, *, poll: float = 0.2) -> int:
@@ -152,15 +171,16 @@ class BackgroundProcess:
 
     async def stop(self) -> None:
         """Stop the process and everything it started (its whole process group). Idempotent."""
-        clients, execd = await self._session._file_op()
+        life = self._life
+        execd = (await life.context()).execd
         try:
             await execd.interrupt(self.id)
         except ExecdError as exc:
             if exc.status == 404 or "not running" in exc.message:
                 return  # already finished or already stopped
-            await self._session._fail(clients, exc, "stop a background process", execd=execd)
+            await life.fail(exc, "stop a background process", execd=execd)
         except Exception as exc:
-            await self._session._fail(clients, exc, "stop a background process", execd=execd)
+            await life.fail(exc, "stop a background process", execd=execd)
 
     async def discard(self) -> None:
         """Stop the process if it still runs and delete the output file execd keeps for it
@@ -168,8 +188,8 @@ class BackgroundProcess:
         it when the output is no longer wanted. Idempotent; a no-op for the file where the
         sandbox's temp dir is unknown."""
         await self.stop()
-        _, execd = await self._session._file_op()
-        directory = self._session._output_dir
+        ctx = await self._life.context()
+        execd, directory = ctx.execd, ctx.output_dir
         if directory is None or "/" in self.id or self.id in ("", ".", ".."):
             return
         deadline = time.monotonic() + 3.5  # stop = SIGTERM, then SIGKILL after 3 s
@@ -189,21 +209,21 @@ def _not_registered(exc: ExecdError) -> bool:
 
 
 async def start_background(
-    session: AsyncSandboxSession,
-    body: Mapping[str, Any],
+    life: Lifecycle, session: AsyncSandboxSession, body: Mapping[str, Any]
 ) -> BackgroundProcess:
-    """Start a background command and return its handle once execd has registered it.
+    """Start a background command (`body` from `Commands.background_body`) and return its
+    handle once execd has registered it.
 
     The stream is read until its completion event (execd sends it right after starting the
     process) and closed without waiting for execd's one-second hold; then the status is asked
     until execd stops answering "command not found" (a few ms), at most `_REGISTRATION_BUDGET`.
     """
-    clients, execd = await session._file_op()
+    execd = (await life.context()).execd
     execution_id: str | None = None
     failure: str | None = None
     try:
         async with asyncio.timeout(_REGISTRATION_BUDGET * 6):
-            events = execd.run_events({**body, "background": True})
+            events = execd.run_events(body)
             try:
                 async for event in events:
                     kind = event.get("type")
@@ -218,7 +238,7 @@ async def start_background(
             finally:
                 await events.aclose()
     except Exception as exc:
-        await session._fail(clients, exc, "start a background process", execd=execd)
+        await life.fail(exc, "start a background process", execd=execd)
     if execution_id is None:
         raise ServerError(f"Sandbox {session.id} did not return an id for the background process.")
     if failure is not None:
@@ -235,9 +255,9 @@ async def start_background(
             break
         except ExecdError as exc:
             if not _not_registered(exc) or time.monotonic() >= deadline:
-                await session._fail(clients, exc, "start a background process", execd=execd)
+                await life.fail(exc, "start a background process", execd=execd)
         except Exception as exc:
-            await session._fail(clients, exc, "start a background process", execd=execd)
+            await life.fail(exc, "start a background process", execd=execd)
         await asyncio.sleep(delay)
         delay = min(delay * 2, 0.05)
     if attempts > 1:
@@ -245,20 +265,3 @@ async def start_background(
             "background command %s registered after %d status calls", execution_id, attempts
         )
     return BackgroundProcess(session, execution_id)
-
-
-def command_body(
-    command: str | Sequence[str],
-    *,
-    cwd: str,
-    env: Mapping[str, str],
-    timeout: float | None,
-) -> dict[str, Any]:
-    from ._session import _command_text
-
-    body: dict[str, Any] = {"command": _command_text(command), "cwd": cwd}
-    if env:
-        body["envs"] = dict(env)
-    if timeout is not None:
-        body["timeout"] = max(1, int(timeout * 1000))
-    return body

@@ -6,7 +6,7 @@ import time, compared, and shared between frameworks.
 
 from __future__ import annotations
 
-import math
+import logging
 import os
 import sys
 import warnings
@@ -14,24 +14,28 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
-from ._errors import ConfigurationError, InsecureSandboxWarning
+from . import _defaults, _validate
+from ._errors import InsecureSandboxWarning
 
 if TYPE_CHECKING:
     import httpx
     from opensandbox.config import ConnectionConfig
 
+    from ._create import NetworkPolicy, Volume
+
 __all__ = ["DEFAULT_DOMAIN", "DEFAULT_LIFETIME", "Connection", "SandboxSpec"]
 
-DEFAULT_DOMAIN = "localhost:8080"
-DEFAULT_LIFETIME = 1800.0
+DEFAULT_DOMAIN = _defaults.DOMAIN
+DEFAULT_LIFETIME = _defaults.LIFETIME
 """Seconds a created sandbox may stay unused before the server deletes it, unless told otherwise.
 
 The same 30 minutes in every package (the Deep Agents seed's `timeout` default); see the lifetime
 table in `docs/architecture.md`. While an operation runs, the sandbox is renewed (see `_lifetime`).
 """
-ENV_DOMAIN = "OPEN_SANDBOX_DOMAIN"
-ENV_API_KEY = "OPEN_SANDBOX_API_KEY"
+ENV_DOMAIN = _defaults.ENV_DOMAIN
+ENV_API_KEY = _defaults.ENV_API_KEY
 
 _OUR_PACKAGES = ("opensandbox_core", "deepagents_opensandbox_backend", "pydantic_ai_opensandbox")
 
@@ -57,6 +61,19 @@ def _warn_insecure() -> None:
     )
 
 
+def _quiet_sdk_logs() -> None:
+    """Keep the SDK's log lines ("retrying POST ...") off stderr unless logging is configured.
+
+    Without any handler, Python prints warnings of every logger to stderr, so each failure the
+    SDK retries was printed several times before this library raised one clear error. A
+    `NullHandler` on the SDK's logger stops that fallback only: an application that configures
+    logging still gets the SDK's records through its own handlers.
+    """
+    logger = logging.getLogger("opensandbox")
+    if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+        logger.addHandler(logging.NullHandler())
+
+
 @dataclass(frozen=True, eq=False)
 class Connection:
     """Where the OpenSandbox server is and how to talk to it.
@@ -77,23 +94,14 @@ class Connection:
     domain: str | None = None
     api_key: str | None = field(default=None, repr=False)
     use_server_proxy: bool = False
-    request_timeout: float = 30.0
+    request_timeout: float = _defaults.REQUEST_TIMEOUT
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     transport: httpx.AsyncBaseTransport | None = field(default=None, repr=False)
     sdk_config: ConnectionConfig | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if isinstance(self.request_timeout, bool) or not isinstance(
-            self.request_timeout, int | float
-        ):
-            raise ConfigurationError("request_timeout must be a number of seconds.")
-        if not math.isfinite(self.request_timeout) or self.request_timeout <= 0:
-            raise ConfigurationError(
-                f"request_timeout must be a positive, finite number of seconds, "
-                f"got {self.request_timeout!r}."
-            )
-        if self.domain is not None and (not isinstance(self.domain, str) or not self.domain):
-            raise ConfigurationError("domain must be a non-empty string such as 'localhost:8080'.")
+        _validate.request_timeout(self.request_timeout)
+        _validate.domain(self.domain)
 
     def __repr__(self) -> str:
         key = "set" if self.resolved_api_key() else "unset"
@@ -131,6 +139,14 @@ class Connection:
             return str(self.sdk_config.protocol)
         return "https" if self.resolved_domain().lower().startswith("https://") else "http"
 
+    def display_address(self) -> str:
+        """The server's address as `scheme://host:port`, for messages and logs.
+
+        Built from the domain and protocol only: user info, paths and queries are dropped, so it
+        never contains the API key (which travels in a header), whatever the domain holds.
+        """
+        return display_address(self.resolved_domain(), self.resolved_protocol())
+
     def check_security(self) -> None:
         """Warn (InsecureSandboxWarning) when no API key is configured."""
         if not self.resolved_api_key():
@@ -141,6 +157,7 @@ class Connection:
 
         An `sdk_config` given by the caller is returned as is (it is the caller's, transport included).
         """
+        _quiet_sdk_logs()
         if self.sdk_config is not None:
             return self.sdk_config
         from opensandbox.config import ConnectionConfig
@@ -180,6 +197,8 @@ class SandboxSpec:
       until it is destroyed. The server refuses a create below 60 s.
     - `metadata`: extra labels; the library adds its own ownership tag.
     - `ready_timeout`: seconds to wait for the sandbox's daemon after create.
+    - `volumes`, `network_policy`, `extensions`: the server's create options of those names
+      (`opensandbox_core.Volume`, `NetworkPolicy`; see `_create`).
     """
 
     image: str
@@ -190,57 +209,55 @@ class SandboxSpec:
     secure_access: bool = False
     lifetime: float | None = DEFAULT_LIFETIME
     metadata: Mapping[str, str] = field(default_factory=dict)
-    ready_timeout: float = 60.0
+    ready_timeout: float = _defaults.READY_TIMEOUT
+    volumes: Sequence[Volume] = ()
+    network_policy: NetworkPolicy | None = None
+    extensions: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.image, str) or not self.image.strip():
-            raise ConfigurationError(
-                "image must be a non-empty image reference such as 'python:3.13-slim'."
-            )
-        if self.entrypoint is not None:
-            if isinstance(self.entrypoint, str) or not all(
-                isinstance(a, str) for a in self.entrypoint
-            ):
-                raise ConfigurationError(
-                    "entrypoint must be a list of strings, e.g. ['tail', '-f', '/dev/null']."
-                )
-            if not self.entrypoint:
-                raise ConfigurationError("entrypoint must not be empty; use None for the default.")
-        validate_env(self.env, what="env")
-        validate_env(self.metadata, what="metadata")
+        _validate.image(self.image)
+        _validate.entrypoint(self.entrypoint)
+        _validate.env(self.env, what="env")
+        _validate.env(self.metadata, what="metadata")
         if self.resource is not None:
-            validate_env(self.resource, what="resource")
+            _validate.env(self.resource, what="resource")
         if self.lifetime is not None:
-            self._check_seconds(self.lifetime, "lifetime", minimum=1)
-        self._check_seconds(self.ready_timeout, "ready_timeout", minimum=0.1)
+            _validate.seconds(self.lifetime, "lifetime", minimum=1)
+        _validate.seconds(self.ready_timeout, "ready_timeout", minimum=0.1)
+        from ._create import check_create_options
+
+        check_create_options(
+            self.volumes, self.network_policy, self.extensions, self.allow_internet_access
+        )
 
     @staticmethod
     def _check_seconds(value: object, name: str, *, minimum: float) -> None:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigurationError(
-                f"{name} must be a number of seconds, got {type(value).__name__}."
-            )
-        if not math.isfinite(value) or value < minimum:
-            raise ConfigurationError(
-                f"{name} must be a finite number of seconds >= {minimum}, got {value!r}."
-            )
+        # Kept for callers written before `_validate` existed.
+        _validate.seconds(value, name, minimum=minimum)
 
 
 def validate_env(env: Mapping[str, str] | None, *, what: str = "env") -> dict[str, str]:
     """Check that a mapping holds only string names and values usable as environment."""
-    if env is None:
-        return {}
-    if not isinstance(env, Mapping):
-        raise ConfigurationError(f"{what} must be a mapping of strings to strings.")
-    out: dict[str, str] = {}
-    for key, value in env.items():
-        if not isinstance(key, str) or not isinstance(value, str):
-            raise ConfigurationError(
-                f"{what} must map strings to strings; the entry for {key!r} is not a string pair."
-            )
-        if not key or "\0" in key or (what == "env" and "=" in key):
-            raise ConfigurationError(f"{what} has an invalid name {key!r} (empty, '=' or NUL).")
-        if "\0" in value:
-            raise ConfigurationError(f"{what} value for {key!r} contains a NUL character.")
-        out[key] = value
-    return out
+    return _validate.env(env, what=what)
+
+
+def display_address(domain: str, protocol: str = "http") -> str:
+    """`scheme://host:port` of a server domain such as `localhost:8080` or `https://h:8443/x`.
+
+    User info (`user:secret@`), paths, queries and fragments are dropped, so the result is safe to
+    show; a domain that cannot be parsed is shown as `scheme://<unparseable address>`.
+    """
+    text = domain.strip()
+    if "://" not in text:
+        text = f"{protocol}://{text}"
+    try:
+        parts = urlsplit(text)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return f"{protocol}://<unparseable address>"
+    if not host:
+        return f"{parts.scheme or protocol}://<no host>"
+    if ":" in host:  # IPv6
+        host = f"[{host}]"
+    return f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")

@@ -129,11 +129,14 @@ def list_argv(path: str) -> list[str]:
     return ["find", "-H", path, "-maxdepth", "1", "-printf", RECORD_FORMAT]
 
 
-# Renames a temporary file into place: creates the parent (arg 3, when given), applies a mode
-# (arg 4: octal digits, or "=" to copy the target's whole mode, setuid/setgid/sticky included,
-# when it exists) and renames atomically (mv within one directory tree).
+# Renames a temporary file into place: creates the parent (arg 3, when given), gives it the
+# owner and group of an existing target (best effort: only root may give a file away; chown
+# comes first because it clears setuid/setgid), applies a mode (arg 4: octal digits, or "=" to
+# copy the target's whole mode, setuid/setgid/sticky included, when it exists) and renames
+# atomically (mv within one directory tree).
 _FINISH = (
     'if [ -n "$3" ]; then mkdir -p -- "$3" || exit 1; fi; '
+    'if [ -e "$2" ]; then chown --reference="$2" -- "$1" 2>/dev/null; fi; '
     'if [ "$4" = "=" ]; then if [ -e "$2" ]; then chmod --reference="$2" -- "$1" || exit 1; fi; '
     'elif [ -n "$4" ]; then chmod "$4" -- "$1" || exit 1; fi; '
     'exec mv -f -- "$1" "$2"'

@@ -13,12 +13,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from ._session import AsyncSandboxSession
-
-__all__ = ["renewal_interval", "renewing"]
+__all__ = ["Renewable", "renewal_interval", "renewing"]
 
 logger = logging.getLogger(__name__)
 
@@ -28,24 +25,31 @@ def renewal_interval(lifetime: float) -> float:
     return max(1.0, lifetime / 3)
 
 
-async def _renew_once(session: AsyncSandboxSession) -> None:
-    if session._sandbox_id is None or session._destroyed:
-        return
+class Renewable(Protocol):
+    """What `renewing` needs: the lifetime in seconds (None: none) and one renewal when due."""
+
+    @property
+    def lifetime(self) -> float | None: ...
+
+    async def renew_once(self) -> None: ...
+
+
+async def _renew_once(session: Renewable) -> None:
     try:
-        await session._maybe_renew(session._clients())
+        await session.renew_once()
     except Exception as exc:
         # The operation itself reports a sandbox that is gone; renewing is best effort.
-        logger.debug("renewing sandbox %s failed (%s)", session._sandbox_id, exc)
+        logger.debug("renewing a sandbox failed (%s)", exc)
 
 
 @contextlib.asynccontextmanager
-async def renewing(session: AsyncSandboxSession) -> AsyncIterator[None]:
+async def renewing(session: Renewable) -> AsyncIterator[None]:
     """Renew the session's sandbox every third of its lifetime while the block runs.
 
     A timer, not a task, until the first renewal is due: a short command costs a few
     microseconds.
     """
-    lifetime = session._lifetime
+    lifetime = session.lifetime
     if not lifetime:
         yield
         return
@@ -58,7 +62,7 @@ async def renewing(session: AsyncSandboxSession) -> AsyncIterator[None]:
         task = loop.create_task(_renew_once(session))
         running.add(task)
         task.add_done_callback(running.discard)
-        current = session._lifetime
+        current = session.lifetime
         timer = loop.call_later(renewal_interval(current), due) if current else None
 
     timer = loop.call_later(renewal_interval(lifetime), due)

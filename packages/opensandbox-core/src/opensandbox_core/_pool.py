@@ -18,12 +18,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._config import Connection, SandboxSpec
-from ._errors import ConfigurationError
+from ._errors import ConfigurationError, SandboxUnavailableError
 from ._session import AsyncSandboxSession
 
 __all__ = ["SandboxPool"]
 
 logger = logging.getLogger(__name__)
+
+_BACKOFF_FIRST = 0.5
+"""Seconds before the second create attempt; doubled after each further failure."""
+_BACKOFF_MAX = 8.0
 
 
 class SandboxPool:
@@ -37,6 +41,11 @@ class SandboxPool:
     ```
 
     `session_options` are passed to every `AsyncSandboxSession` (working_dir, env, timeouts).
+
+    When creates keep failing, `acquire()` retries with a growing pause (0.5 s, doubled each
+    time, at most 8 s) and gives up after `max_create_attempts` failures in a row with a
+    `SandboxUnavailableError` that carries the last create error as its cause; an error that
+    retrying cannot fix (a wrong API key, a bad spec) is raised at once.
     """
 
     def __init__(
@@ -46,12 +55,22 @@ class SandboxPool:
         size: int = 2,
         connection: Connection | None = None,
         session_options: Mapping[str, Any] | None = None,
+        max_create_attempts: int = 5,
     ) -> None:
         if not isinstance(spec, SandboxSpec):
             raise ConfigurationError("spec must be a SandboxSpec.")
         if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 64:
             raise ConfigurationError("size must be an int between 1 and 64.")
+        if (
+            isinstance(max_create_attempts, bool)
+            or not isinstance(max_create_attempts, int)
+            or max_create_attempts < 1
+        ):
+            raise ConfigurationError("max_create_attempts must be an int of at least 1.")
         self._spec = spec
+        self._max_attempts = max_create_attempts
+        self._streak = 0  # create failures in a row
+        self._last_error: Exception | None = None
         self._size = size
         self._connection = connection or Connection()
         self._options = dict(session_options or {})
@@ -87,6 +106,8 @@ class SandboxPool:
             await session.start()
         except Exception as exc:
             self.failures += 1
+            self._streak += 1
+            self._last_error = exc
             logger.warning("Could not create a pooled sandbox: %s", type(exc).__name__)
             with contextlib.suppress(Exception):
                 await session.destroy()
@@ -95,6 +116,8 @@ class SandboxPool:
             await session.destroy()
             return
         self.created += 1
+        self._streak = 0
+        self._last_error = None
         self._waiting.append(session)
         await self._ready.put(session)
 
@@ -107,22 +130,55 @@ class SandboxPool:
             await asyncio.gather(*list(self._filling), return_exceptions=True)
 
     async def acquire(self, *, timeout: float | None = None) -> AsyncSandboxSession:
-        """A ready session (owned by the caller from now on); the pool refills behind it."""
+        """A ready session (owned by the caller from now on); the pool refills behind it.
+
+        Waits at most `timeout` seconds (TimeoutError), or, without one, until a sandbox is ready
+        or creates have failed `max_create_attempts` times in a row (SandboxUnavailableError).
+        """
         if self._closed:
             raise ConfigurationError("This pool is closed.")
         self._refill()
         async with asyncio.timeout(timeout):
-            while True:
-                if self._ready.empty() and not self._filling:
-                    self._refill()
-                try:
-                    session = await asyncio.wait_for(self._ready.get(), timeout=0.5)
-                except TimeoutError:
-                    continue
-                break
+            session = await self._next_ready()
         self._waiting.remove(session)
         self._refill()
         return session
+
+    async def _next_ready(self) -> AsyncSandboxSession:
+        while True:
+            if not self._ready.empty():
+                return self._ready.get_nowait()
+            if not self._filling:
+                self._give_up_if_hopeless()
+                if self._streak:
+                    pause = _BACKOFF_FIRST * 2 ** (self._streak - 1)
+                    await asyncio.sleep(min(pause, _BACKOFF_MAX))
+                self._refill()
+            getter = asyncio.ensure_future(self._ready.get())
+            try:
+                await asyncio.wait({getter, *self._filling}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not getter.done():
+                    getter.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await getter
+            if getter.done() and not getter.cancelled():
+                return getter.result()
+
+    def _give_up_if_hopeless(self) -> None:
+        last = self._last_error
+        if last is None:
+            return
+        # A wrong key or spec (ConfigurationError, AuthenticationError) fails the same each time.
+        streak = self._streak
+        if streak < self._max_attempts and not isinstance(last, ConfigurationError):
+            return
+        self._streak = 0  # a later acquire() starts over
+        raise SandboxUnavailableError(
+            f"Could not create a sandbox for the pool: {streak} create attempt(s) in a row failed, "
+            f"the last with {type(last).__name__}: {last}. Check the server and the spec, then "
+            "call acquire() again."
+        ) from last
 
     async def aclose(self) -> None:
         """Stop refilling and destroy the sandboxes still waiting in the pool."""

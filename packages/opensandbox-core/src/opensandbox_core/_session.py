@@ -22,30 +22,31 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import contextvars
 import dataclasses
 import errno
 import inspect
 import io
 import logging
-import math
+import os
 import posixpath
-import re
 import shlex
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+import weakref
+from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, NoReturn, Unpack
 
 import httpx
 
-from . import _errors, _files
+from . import _background, _errors, _files, _validate
+from ._background import start_background
+from ._commands import COMMAND_ID, WARNED_REBUILT, Commands, OutputCallback
 from ._config import DEFAULT_LIFETIME, Connection, SandboxSpec, validate_env
+from ._create import create_arguments
 from ._errors import (
-    CommandTimeoutError,
     ConfigurationError,
     OutputLimitError,
     SandboxUnavailableError,
@@ -60,14 +61,12 @@ from ._framing import (
     PROBE_OUTPUT,
     UPGRADE_EXECD,
     Framing,
-    OutputBuffer,
     classify_probe,
-    decode_output,
     rebuild,
-    whole_characters,
 )
-from ._lifetime import renewing
 from ._types import CommandResult, FileInfo, FileKind, TransferResult
+from ._upload import DirectoryUpload, UploadOptions, upload_directory
+from ._wire import Context, command_body, read_events
 
 if TYPE_CHECKING:
     from opensandbox.config import ConnectionConfig
@@ -96,9 +95,13 @@ DEFAULT_TIMEOUT: Final = 1800.0
 DEFAULT_MAX_OUTPUT: Final = 16 * 1024 * 1024
 _READY_POLL = 0.025
 _RECOVER_POLL = 0.5
+_STATUS_POLL = 0.5  # how often a new sandbox's state is read while waiting for execd
 _FILE_MODE_NEW = 0o644
 _DIR_MODE = 0o755
 _TRANSFER_CONCURRENCY = 8
+_GONE_STATES: Final = frozenset(
+    {"terminated", "failed", "stopping", "deleted", "deleting", "error"}
+)
 
 
 class _Default:
@@ -109,14 +112,12 @@ class _Default:
 DEFAULT: Final = _Default()
 """Sentinel: use the session's default (e.g. its default command timeout)."""
 
-OutputCallback = Callable[[Literal["stdout", "stderr"], str], Awaitable[None] | None]
 
 # Verdicts that hold for a sandbox whatever session asks: keyed by (domain, sandbox id).
 _framing_cache: dict[tuple[str, str], Framing] = {}
 _workdir_cache: dict[tuple[str, str, str | None], str] = {}
 _file_api_cache: dict[tuple[str, str], _files.FileApi] = {}
 _output_dir_cache: dict[tuple[str, str], str | None] = {}
-_warned_rebuilt: set[str | None] = set()
 
 
 def _octal_digits(mode: int) -> int:
@@ -167,6 +168,64 @@ class _Ready:
 @dataclass
 class _Renewal:
     last: float = field(default_factory=time.monotonic)
+
+
+class _Link:
+    """The lifecycle's side of the facets' interface (`_commands.Lifecycle`): what the commands
+    facet and background handles may ask of the session, and nothing else.
+
+    It holds the session weakly: background handles find it through a weak registry, which a
+    strong reference back would keep alive forever.
+    """
+
+    def __init__(self, session: AsyncSandboxSession) -> None:
+        self._ref = weakref.ref(session)
+
+    @property
+    def _session(self) -> AsyncSandboxSession:
+        session = self._ref()
+        if session is None:
+            raise SandboxUnavailableError("The session of this sandbox no longer exists.")
+        return session
+
+    @property
+    def sandbox_id(self) -> str | None:
+        return self._session._sandbox_id
+
+    @property
+    def lifetime(self) -> float | None:
+        return self._session._lifetime
+
+    @property
+    def stall_timeout(self) -> float:
+        return max(1.0, float(self._session._connection.request_timeout)) + 3.5
+
+    async def context(self) -> Context:
+        session = self._session
+        clients = await session._ensure()
+        ready = session._ready
+        assert ready is not None and clients.execd is not None
+        return Context(clients.execd, ready.framing, ready.working_dir, session._output_dir)
+
+    async def fail(
+        self,
+        exc: BaseException,
+        action: str,
+        *,
+        execd: ExecdClient | None = None,
+        path: str | None = None,
+    ) -> NoReturn:
+        session = self._session
+        await session._fail(session._clients(), exc, action, execd=execd, path=path)
+
+    def resolve(self, path: str) -> str:
+        return self._session._resolve(path)
+
+    async def renew_once(self) -> None:
+        session = self._session
+        if session._sandbox_id is None or session._destroyed:
+            return
+        await session._maybe_renew(session._clients())
 
 
 class AsyncSandboxSession:
@@ -225,7 +284,7 @@ class AsyncSandboxSession:
             )
         if connection is not None and not isinstance(connection, Connection):
             raise ConfigurationError("connection must be an opensandbox_core.Connection.")
-        self._timeout_default = _check_timeout(default_timeout, allow_none=True)
+        self._timeout_default = _validate.timeout(default_timeout, allow_none=True)
         if isinstance(max_output, bool) or not isinstance(max_output, int) or max_output < 1024:
             raise ConfigurationError("max_output must be an int of at least 1024 bytes.")
         self._spec = spec
@@ -234,6 +293,7 @@ class AsyncSandboxSession:
         self._env = validate_env(env)
         self._max_output = max_output
         self._recover_timeout = float(recover_timeout)
+        self._request_timeout = float(self._connection.request_timeout)
         # Made on first use, not here: construction stays free of I/O and of randomness, which
         # durable engines (Temporal's workflow sandbox) refuse in workflow code.
         self._owner_token: str | None = None
@@ -247,6 +307,16 @@ class AsyncSandboxSession:
         self._loops: dict[asyncio.AbstractEventLoop, _LoopClients] = {}
         self._renewal = _Renewal(last=0.0)
         self._lifetime = spec.lifetime if spec is not None else None
+        self._paused = False
+        self._link = _Link(self)
+        self._commands = Commands(
+            self._link,
+            env=self._env,
+            default_timeout=self._timeout_default,
+            max_output=self._max_output,
+            runner=self._run_argv,
+        )
+        _background.register(self, self._link)
         self._connection.check_security()
 
     # -- identity ---------------------------------------------------------------------------
@@ -326,17 +396,8 @@ class AsyncSandboxSession:
         `nohup cmd &` children die with it. Make the server the main process, or start what
         must outlive it with `BackgroundProcess.keep_running(...)`.
         """
-        from ._background import command_body, start_background
-
-        limit = _check_timeout(timeout, allow_none=True)
-        envs = {**self._env, **validate_env(env)}
-        await self._ensure()
-        assert self._ready is not None
-        workdir = self._ready.working_dir if cwd is None else self._resolve(cwd)
-        command, workdir = await self._literal_cwd(command, workdir)
-        return await start_background(
-            self, command_body(command, cwd=workdir, env=envs, timeout=limit)
-        )
+        body = await self._commands.background_body(command, cwd=cwd, env=env, timeout=timeout)
+        return await start_background(self._link, self, body)
 
     def background(self, execution_id: str) -> BackgroundProcess:
         """A handle on a background process started earlier (by this or another session)."""
@@ -385,6 +446,81 @@ class AsyncSandboxSession:
             self._forget(sandbox_id)
         self._destroyed = True
         await self.aclose()
+
+    async def pause(self, *, timeout: float = 60.0) -> None:
+        """Freeze the sandbox (on Docker: `docker pause`), keeping its processes, memory and
+        files; returns once the server reports it `Paused`. Its lifetime keeps counting.
+
+        While paused, commands and file operations raise `SandboxUnavailableError` saying to
+        call `resume()`. Pausing changes nothing about who owns the sandbox: a session that
+        created it still destroys it on leaving `async with`.
+        """
+        await self._pause_or_resume(pause=True, timeout=timeout)
+
+    async def resume(self, *, timeout: float = 60.0) -> None:
+        """Thaw a paused sandbox; returns once the server reports it `Running` and its daemon
+        answers again, so the next command and file operation work."""
+        await self._pause_or_resume(pause=False, timeout=timeout)
+
+    async def upload_dir(
+        self, local_dir: str | os.PathLike[str], remote_dir: str, **options: Unpack[UploadOptions]
+    ) -> DirectoryUpload:
+        """`opensandbox_core.upload_directory(self, ...)`: a tree without its secrets."""
+        return await upload_directory(self, local_dir, remote_dir, **options)
+
+    async def _pause_or_resume(self, *, pause: bool, timeout: float) -> None:
+        limit = _validate.timeout(timeout, allow_none=False)
+        assert limit is not None
+        verb = "pause" if pause else "resume"
+        clients = await self._ensure(allow_paused=True)
+        sandbox_id = self._sandbox_id
+        assert sandbox_id is not None
+        call = clients.sandboxes.pause_sandbox if pause else clients.sandboxes.resume_sandbox
+        try:
+            await call(sandbox_id)
+        except Exception as exc:
+            if not _is_conflict(exc) or await self._state(clients) != (
+                "paused" if pause else "running"
+            ):
+                _errors.translate(exc, action=f"{verb} the sandbox", sandbox_id=sandbox_id)
+        want = "paused" if pause else "running"
+        deadline = time.monotonic() + limit
+        while (state := await self._state(clients)) != want:
+            if state in _GONE_STATES or time.monotonic() >= deadline:
+                raise SandboxUnavailableError(
+                    f"Sandbox {sandbox_id} did not become {want} within {limit:g} s after "
+                    f"the {verb} request (its state is {state or 'unknown'!r}). Check the "
+                    "server log.",
+                    sandbox_id=sandbox_id,
+                )
+            await asyncio.sleep(_READY_POLL * 4)
+        self._paused = pause
+        if not pause and clients.execd is not None:
+            while not await clients.execd.ping(timeout=2.0):
+                if time.monotonic() >= deadline:
+                    raise SandboxUnavailableError(
+                        f"Sandbox {sandbox_id} is running again but its execd daemon did not "
+                        f"answer within {limit:g} s of the resume request.",
+                        sandbox_id=sandbox_id,
+                    )
+                await asyncio.sleep(_READY_POLL)
+        logger.info("%s OpenSandbox sandbox %s", "Paused" if pause else "Resumed", sandbox_id)
+
+    async def _state(self, clients: _LoopClients) -> str:
+        """The sandbox's state as the server reports it, lower case ('' when unknown)."""
+        assert self._sandbox_id is not None
+        try:
+            info = await clients.sandboxes.get_sandbox_info(self._sandbox_id)
+        except Exception as exc:
+            _errors.translate(exc, action="read the sandbox's state", sandbox_id=self._sandbox_id)
+        return str(getattr(info.status, "state", "") or "").lower()
+
+    def _paused_error(self) -> SandboxUnavailableError:
+        return SandboxUnavailableError(
+            f"Sandbox {self._sandbox_id} is paused: commands and file operations wait until it "
+            "is resumed. Call resume() on the session first.",
+            sandbox_id=self._sandbox_id,
+        )
 
     async def aclose(self) -> None:
         """Close this event loop's HTTP clients. The sandbox keeps running."""
@@ -446,20 +582,26 @@ class AsyncSandboxSession:
 
     def _new_execd(self, clients: _LoopClients, endpoint: ExecdEndpoint) -> ExecdClient:
         config = clients.sdk_config
-        # A transport the caller passed in is used (and left open); otherwise the client opens
-        # its own, without the SDK's retry wrapper: a command POST must never be sent twice.
+        # A transport the caller passed in is used (and left open) without the SDK's retry
+        # wrapper, if it is one (the SDK's public `unwrap_retry_transport`); otherwise the
+        # client opens its own. Either way a command POST is never sent twice.
+        from opensandbox.transport import unwrap_retry_transport
+
+        transport = None if config.owns_transport else config.transport
         return ExecdClient(
             endpoint,
-            transport=None if config.owns_transport else config.transport,
+            transport=None if transport is None else unwrap_retry_transport(transport),
             request_timeout=config.request_timeout.total_seconds(),
         )
 
-    async def _ensure(self) -> _LoopClients:
+    async def _ensure(self, *, allow_paused: bool = False) -> _LoopClients:
         if self._destroyed:
             raise SandboxUnavailableError(
                 f"Sandbox {self._sandbox_id} was destroyed by this session.",
                 sandbox_id=self._sandbox_id,
             )
+        if self._paused and not allow_paused:
+            raise self._paused_error()
         clients = self._clients()
         if self._ready is not None:
             await self._maybe_renew(clients)
@@ -508,7 +650,7 @@ class AsyncSandboxSession:
         execd = self._new_execd(clients, endpoint)
         try:
             if created:
-                await self._wait_ready(execd, sandbox_id, spec_timeout)
+                await self._wait_ready(clients, execd, sandbox_id, spec_timeout)
             framing, workdir = await self._probe(clients, execd, sandbox_id)
         except BaseException:
             await execd.aclose()
@@ -518,32 +660,21 @@ class AsyncSandboxSession:
         self._renewal.last = time.monotonic()
 
     async def _create(self, clients: _LoopClients) -> None:
-        from opensandbox.models.sandboxes import NetworkPolicy, SandboxImageSpec
-
         spec = self._spec
         assert spec is not None
         metadata = {**spec.metadata, OWNER_KEY: self.owner_token, LIBRARY_KEY: LIBRARY_VALUE}
         if not self._create_sent:
             self._create_sent = True
             try:
-                response = await clients.sandboxes.create_sandbox(
-                    spec=SandboxImageSpec(image=spec.image),
-                    entrypoint=list(spec.entrypoint or ["tail", "-f", "/dev/null"]),
-                    env=dict(spec.env),
-                    metadata=metadata,
-                    timeout=timedelta(seconds=spec.lifetime) if spec.lifetime else None,
-                    resource=dict(spec.resource or {"cpu": "1", "memory": "2Gi"}),
-                    network_policy=None
-                    if spec.allow_internet_access
-                    else NetworkPolicy.model_validate({"defaultAction": "deny", "egress": []}),
-                    extensions={},
-                    volumes=None,
-                    secure_access=spec.secure_access,
-                )
+                # Bounded here: a transport the caller passed in may have no timeout of its own.
+                async with asyncio.timeout(self._request_timeout):
+                    response = await clients.sandboxes.create_sandbox(
+                        **create_arguments(spec, metadata)
+                    )
             except asyncio.CancelledError:
                 raise  # _create_sent stays True: the next start looks for the sandbox first
             except Exception as exc:
-                if not _is_lost_response(exc):
+                if not _errors.is_lost_response(exc):
                     self._create_sent = False
                     _errors.translate(exc, action=f"create a sandbox from image {spec.image!r}")
                 logger.warning(
@@ -585,25 +716,35 @@ class AsyncSandboxSession:
         return items[0].id
 
     async def _recover(self, clients: _LoopClients, cause: Exception) -> str:
+        """Find the sandbox of a create whose answer was lost, for `recover_timeout` seconds.
+
+        Each listing is bounded by what is left of that time: the SDK's transport retries a
+        GET that times out, which would otherwise stretch a server that never answers to
+        several request timeouts per listing.
+        """
         deadline = time.monotonic() + self._recover_timeout
         last_error: Exception | None = None
-        while True:
+        while (left := deadline - time.monotonic()) > 0:
             try:
-                found = await self._find_by_tag(clients)
+                async with asyncio.timeout(min(left, self._request_timeout)):
+                    found = await self._find_by_tag(clients)
             except Exception as exc:
                 last_error = exc
                 found = None
             if found is not None:
                 logger.info("Recovered sandbox %s after a lost create response", found)
                 return found
-            if time.monotonic() >= deadline:
-                break
-            await asyncio.sleep(_RECOVER_POLL)
+            await asyncio.sleep(min(_RECOVER_POLL, max(0.0, deadline - time.monotonic())))
         self._create_sent = False
         detail = f" (last listing error: {type(last_error).__name__})" if last_error else ""
+        if isinstance(cause, TimeoutError):
+            lost = f"the server did not answer the create within {self._request_timeout:g} s"
+        else:
+            lost = f"the server's answer to the create was lost ({type(cause).__name__})"
         raise ServerError(
-            "Could not create a sandbox: the server's answer was lost and no sandbox with this "
-            f"session's tag appeared within {self._recover_timeout:g} s{detail}. It is safe to retry.",
+            f"Could not create a sandbox at {self._connection.display_address()}: {lost}, and "
+            f"no sandbox with this session's tag appeared in the {self._recover_timeout:g} s "
+            f"after{detail}. It is safe to retry.",
             retryable=True,
         ) from cause
 
@@ -633,9 +774,17 @@ class AsyncSandboxSession:
             headers=headers,
         )
 
-    async def _wait_ready(self, execd: ExecdClient, sandbox_id: str, budget: float) -> None:
+    async def _wait_ready(
+        self, clients: _LoopClients, execd: ExecdClient, sandbox_id: str, budget: float
+    ) -> None:
+        """Wait until execd answers; fail at once, with the server's reason, when the server
+        reports the sandbox failed (a missing entrypoint, an image that cannot start)."""
         deadline = time.monotonic() + budget
+        next_look = time.monotonic() + _STATUS_POLL
         while not await execd.ping(timeout=min(2.0, budget)):
+            if time.monotonic() >= next_look:
+                next_look = time.monotonic() + _STATUS_POLL
+                await self._raise_if_failed(clients, sandbox_id)
             if time.monotonic() >= deadline:
                 raise SandboxUnavailableError(
                     f"Sandbox {sandbox_id} did not become ready within {budget:g} s: its execd "
@@ -644,6 +793,29 @@ class AsyncSandboxSession:
                     sandbox_id=sandbox_id,
                 )
             await asyncio.sleep(_READY_POLL)
+
+    async def _raise_if_failed(self, clients: _LoopClients, sandbox_id: str) -> None:
+        """Raise SandboxUnavailableError when the server says the new sandbox failed or ended."""
+        try:
+            async with asyncio.timeout(
+                max(1.0, clients.sdk_config.request_timeout.total_seconds())
+            ):
+                info = await clients.sandboxes.get_sandbox_info(sandbox_id)
+        except Exception as exc:  # the wait goes on; its own deadline still holds
+            logger.debug("could not read the state of sandbox %s (%s)", sandbox_id, exc)
+            return
+        status = getattr(info, "status", None)
+        state = str(getattr(status, "state", "") or "").lower()
+        if state not in _GONE_STATES:
+            return
+        reason = str(getattr(status, "reason", "") or "")
+        message = str(getattr(status, "message", "") or "")
+        detail = "; ".join(t for t in (reason, message) if t) or "no reason given"
+        raise SandboxUnavailableError(
+            f"Sandbox {sandbox_id} failed to start: the server reports it {state} ({detail}). "
+            "Check the image and its entrypoint.",
+            sandbox_id=sandbox_id,
+        )
 
     async def _probe(
         self, clients: _LoopClients, execd: ExecdClient, sandbox_id: str
@@ -687,9 +859,9 @@ class AsyncSandboxSession:
 
         try:
             async with asyncio.timeout(60):
-                await _read_events(
+                await read_events(
                     execd,
-                    {"command": command, "timeout": 30000},
+                    command_body(command, cwd=None, timeout=30),
                     handle,
                     done=lambda: bool(state["done"]),
                 )
@@ -731,7 +903,7 @@ class AsyncSandboxSession:
     ) -> str | None:
         """The directory that holds execd's `<id>.stdout|.stderr` files (checked on the probe's
         own file, which is then deleted), or None where they are not found."""
-        if not probe_id or not tmp_dir.startswith("/") or not _COMMAND_ID.fullmatch(probe_id):
+        if not probe_id or not tmp_dir.startswith("/") or not COMMAND_ID.fullmatch(probe_id):
             found = None
         else:
             directory = posixpath.normpath(tmp_dir)
@@ -816,7 +988,9 @@ class AsyncSandboxSession:
         clients = self._clients()
         return await self._gone(clients, clients.execd)
 
-    async def _gone(self, clients: _LoopClients, execd: ExecdClient | None) -> bool:
+    async def _gone(
+        self, clients: _LoopClients, execd: ExecdClient | None, *, raise_paused: bool = False
+    ) -> bool:
         assert self._sandbox_id is not None
         # One request timeout at most: the SDK's client retries a read timeout several times,
         # which would multiply the time a failed call takes to report on a stalled network.
@@ -827,8 +1001,11 @@ class AsyncSandboxSession:
         except Exception as exc:
             return _errors.is_not_found(exc)
         state = str(getattr(info.status, "state", "")).lower()
-        if state in {"terminated", "failed", "stopping", "deleted", "deleting", "error"}:
+        if state in _GONE_STATES:
             return True
+        if state in ("paused", "pausing") and raise_paused:
+            self._paused = True  # paused by someone else: say so instead of a network error
+            raise self._paused_error()
         return execd is not None and not await execd.ping(timeout=3.0)
 
     async def _fail(
@@ -839,7 +1016,7 @@ class AsyncSandboxSession:
         *,
         execd: ExecdClient | None = None,
         path: str | None = None,
-    ) -> Any:
+    ) -> NoReturn:
         """Raise the right error for a failed call: path error, gone sandbox, or server error."""
         if isinstance(exc, ExecdError):
             if path is not None and exc.from_execd:
@@ -855,7 +1032,7 @@ class AsyncSandboxSession:
                 ) from None
         if isinstance(exc, _errors.OpenSandboxError | OSError):
             raise exc
-        if await self._gone(clients, execd or clients.execd):
+        if await self._gone(clients, execd or clients.execd, raise_paused=True):
             raise SandboxUnavailableError(
                 f"Sandbox {self._sandbox_id} is gone (deleted, expired or its daemon died): "
                 f"could not {action}.",
@@ -867,7 +1044,12 @@ class AsyncSandboxSession:
                 status_code=exc.status,
                 retryable=exc.status in (502, 503, 504),
             ) from exc
-        _errors.translate(exc, action=action, sandbox_id=self._sandbox_id)
+        raise _errors.from_foreign(
+            exc,
+            operation=action,
+            address=self._connection.display_address(),
+            sandbox_id=self._sandbox_id,
+        )
 
     # -- commands ---------------------------------------------------------------------------
     async def run(
@@ -879,6 +1061,7 @@ class AsyncSandboxSession:
         timeout: float | _Default | None = DEFAULT,
         on_output: OutputCallback | None = None,
         max_output: int | None = None,
+        plain_lines: bool = False,
     ) -> CommandResult:
         """Run a command to completion and return its exit code and output.
 
@@ -893,214 +1076,24 @@ class AsyncSandboxSession:
         is read from the raw output files execd keeps for the command (one Range download per
         stream that printed, then both files are deleted); `on_output` then sees the lines as
         the events carry them, each with `"\\n"` added. See docs/core.md, "execd versions".
+
+        `plain_lines=True` is the caller's promise that the command prints only text lines, each
+        ended by `"\\n"`, with no `"\\r"` or other line breaks (a listing such as `ls -1`): on
+        line-framed execd the result is then rebuilt from the line events, exact for such
+        output, without the Range downloads (the raw files are still deleted in the
+        background). Output that breaks the promise may come back with line endings changed.
         """
-        shell_command = _command_text(command)
-        limit = (
-            self._timeout_default
-            if isinstance(timeout, _Default)
-            else _check_timeout(timeout, allow_none=True)
+        if not isinstance(plain_lines, bool):
+            raise ConfigurationError("plain_lines must be a bool.")
+        return await self._commands.run(
+            command,
+            cwd=cwd,
+            env=env,
+            timeout=self._commands.default_timeout if isinstance(timeout, _Default) else timeout,
+            on_output=on_output,
+            max_output=max_output,
+            plain_lines=plain_lines,
         )
-        cap = self._max_output if max_output is None else max_output
-        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
-            raise ConfigurationError("max_output must be a non-negative int.")
-        envs = {**self._env, **validate_env(env)}
-        clients = await self._ensure()
-        assert self._ready is not None
-        assert clients.execd is not None
-        execd = clients.execd
-        workdir = self._ready.working_dir if cwd is None else self._resolve(cwd)
-        shell_command, sent_cwd = await self._literal_cwd(shell_command, workdir)
-        body: dict[str, Any] = {"command": shell_command, "cwd": sent_cwd}
-        if envs:
-            body["envs"] = envs
-        if limit is not None:
-            body["timeout"] = max(1, math.ceil(limit * 1000))
-        framing = self._ready.framing
-        output_dir = self._output_dir
-        out, err = OutputBuffer(cap), OutputBuffer(cap)
-        state: dict[str, Any] = {"id": None, "exit": None, "error": None}
-        seen = {"stdout": False, "stderr": False}
-        started = time.monotonic()
-        grace = None if limit is None else limit + min(10.0, 2.0 + limit * 0.1)
-
-        def handle(event: Mapping[str, Any]) -> Awaitable[None] | None:
-            kind = event.get("type")
-            if kind == "init":
-                state["id"] = event.get("text") or None
-            elif kind in ("stdout", "stderr"):
-                seen[kind] = True
-                piece = rebuild(framing, str(event.get("text", "")))
-                (out if kind == "stdout" else err).add(piece)
-                if on_output is not None:
-                    return on_output(kind, piece)
-            elif kind == "execution_complete":
-                state["exit"] = 0
-            elif kind == "error":
-                error = event.get("error") or {}
-                if error.get("ename") == "CommandExecError":
-                    try:
-                        state["exit"] = int(str(error.get("evalue", "")).strip())
-                    except ValueError:
-                        state["error"] = str(error.get("evalue", ""))[:300]
-                else:
-                    state["error"] = f"{error.get('ename')}: {error.get('evalue')}"[:300]
-            return None
-
-        async def final_output() -> tuple[str, str, bool]:
-            return await self._final_output(
-                execd, framing, output_dir, state["id"], seen, out, err, cap
-            )
-
-        try:
-            async with asyncio.timeout(grace), renewing(self):
-                # Reading stops at the completion (or error) event: execd holds the stream open
-                # for a second after it, and sends nothing more.
-                await _read_events(
-                    execd,
-                    body,
-                    handle,
-                    done=lambda: state["exit"] is not None or bool(state["error"]),
-                )
-        except TimeoutError:
-            await self._interrupt(execd, state["id"])
-            stdout, stderr, cut = await _bounded(
-                final_output(), 10.0, (out.text(), err.text(), out.truncated or err.truncated)
-            )
-            raise CommandTimeoutError(
-                f"Command timed out after {limit:g} s and was stopped.",
-                timeout=limit or 0.0,
-                stdout=stdout,
-                stderr=stderr,
-                truncated=cut,
-            ) from None
-        except asyncio.CancelledError:
-            await self._interrupt(execd, state["id"], output_dir=output_dir)
-            raise
-        except Exception as exc:
-            where = cwd if cwd is not None else workdir
-            if isinstance(exc, ExecdError) and _MISSING_CWD in exc.message.lower():
-                # v1.0.18 says only this; v1.0.19 adds the stat error ("no such file ...").
-                raise new_path_error(FileNotFoundError, errno.ENOENT, where) from None
-            await self._fail(clients, exc, "run a command", execd=execd, path=where)
-        elapsed = time.monotonic() - started
-        exit_code = state["exit"]
-        if exit_code is None:
-            if output_dir is not None and _COMMAND_ID.fullmatch(str(state["id"] or "")):
-                base = posixpath.join(output_dir, state["id"])
-                execd.discard_later([base + ".stdout", base + ".stderr"])
-            if state["error"]:
-                mapped = path_error(state["error"], workdir)
-                if mapped is not None:
-                    raise mapped
-                raise ServerError(
-                    f"The command could not run in sandbox {self._sandbox_id}: {state['error']}"
-                )
-            await self._fail(
-                clients,
-                ServerError(
-                    f"The command's output stream in sandbox {self._sandbox_id} ended before "
-                    "the command finished.",
-                    retryable=False,
-                ),
-                "run a command",
-                execd=execd,
-            )
-        try:
-            stdout, stderr, truncated = await final_output()
-        except Exception as exc:
-            await self._fail(clients, exc, "read a command's output", execd=execd)
-        if limit is not None and elapsed >= limit * 0.98 and exit_code in (-1, 137, 143):
-            raise CommandTimeoutError(
-                f"Command timed out after {limit:g} s and was stopped.",
-                timeout=limit,
-                stdout=stdout,
-                stderr=stderr,
-                truncated=truncated,
-            )
-        return CommandResult(
-            exit_code=int(exit_code),
-            stdout=stdout,
-            stderr=stderr,
-            truncated=truncated,
-            duration=elapsed,
-            execution_id=state["id"],
-        )
-
-    async def _final_output(
-        self,
-        execd: ExecdClient,
-        framing: Framing,
-        output_dir: str | None,
-        execution_id: str | None,
-        seen: Mapping[str, bool],
-        out: OutputBuffer,
-        err: OutputBuffer,
-        cap: int,
-    ) -> tuple[str, str, bool]:
-        """A finished command's stdout, stderr and whether the cap cut either.
-
-        Line-framed execd (LEGACY): read from the raw files execd kept (only a stream that had
-        events, at most `cap` + 1 bytes of it), so the output is byte-exact. MODERN: the events
-        are exact already. Either way execd's files for the command are deleted (one request,
-        in the background: the result does not wait for it; closing the session does).
-        Where a file cannot be read, the output rebuilt from the events is used.
-        """
-        rebuilt = (out.text(), err.text(), out.truncated or err.truncated)
-        if output_dir is None or not execution_id or not _COMMAND_ID.fullmatch(execution_id):
-            return rebuilt
-        base = posixpath.join(output_dir, execution_id)
-        if framing is not Framing.LEGACY or not (seen["stdout"] or seen["stderr"]):
-            execd.discard_later([base + ".stdout", base + ".stderr"])
-            return rebuilt
-        raw_out, raw_err = await execd.take_outputs(
-            base, stdout=seen["stdout"], stderr=seen["stderr"], limit=cap + 1
-        )
-        if (raw_out is None or raw_err is None) and self._sandbox_id not in _warned_rebuilt:
-            _warned_rebuilt.add(self._sandbox_id)
-            logger.warning(
-                "Sandbox %s: the raw output files of command %s were not found, so its output "
-                "is rebuilt from line events (a missing final newline and \\r\\n line endings "
-                "are not kept exactly).",
-                self._sandbox_id,
-                execution_id,
-            )
-        texts: list[str] = []
-        truncated = False
-        for raw, buffer in ((raw_out, out), (raw_err, err)):
-            if raw is None:
-                texts.append(buffer.text())
-                truncated = truncated or buffer.truncated
-                continue
-            exact = OutputBuffer(cap)
-            if len(raw) > cap:
-                exact.truncated = True
-                raw = whole_characters(raw[:cap])
-            exact.add(decode_output(raw))
-            texts.append(exact.text())
-            truncated = truncated or exact.truncated
-        return texts[0], texts[1], truncated
-
-    async def _interrupt(
-        self, execd: ExecdClient, execution_id: str | None, *, output_dir: str | None = None
-    ) -> None:
-        """Stop a running command's process group (and delete execd's output files of it when
-        `output_dir` is given); never raises, never hangs."""
-        if not execution_id:
-            return
-
-        async def send() -> None:
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(10):
-                    await execd.interrupt(execution_id)
-            if output_dir and _COMMAND_ID.fullmatch(execution_id):
-                base = posixpath.join(output_dir, execution_id)
-                with contextlib.suppress(Exception):
-                    async with asyncio.timeout(10):
-                        await execd.discard_files([base + ".stdout", base + ".stderr"])
-
-        task = asyncio.ensure_future(send())
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.shield(task)
 
     # -- files ------------------------------------------------------------------------------
     def _resolve(self, path: str) -> str:
@@ -1150,29 +1143,19 @@ class AsyncSandboxSession:
         real = result.stdout[:-1]
         return posixpath.join(real, tail) if tail else real
 
-    async def _literal_cwd(self, command: str | Sequence[str], workdir: str) -> tuple[str, str]:
-        """The command text and `cwd` to send so that a command starts in `workdir` exactly.
+    async def _run_argv(
+        self,
+        command: Sequence[str],
+        *,
+        cwd: str | None,
+        timeout: float | None,
+        max_output: int | None,
+    ) -> CommandResult:
+        return await self.run(command, cwd=cwd, timeout=timeout, max_output=max_output)
 
-        execd expands `$` and a leading `~` in a command's `cwd` field too, so such a directory
-        is entered by the command itself (`cd -- <quoted>`, from `/`), after the same check that
-        execd makes of its `cwd` (missing: FileNotFoundError; not a directory:
-        NotADirectoryError). Used by `run` and `start_background`.
-        """
-        text = _command_text(command)
-        if _files.cwd_is_literal(workdir):
-            return text, workdir
-        assert self._ready is not None
-        if workdir != self._ready.working_dir:  # the working dir was entered by the probe
-            check = ["find", "-H", workdir, "-maxdepth", "0", "-printf", "%y"]
-            result = await self._file_command(check, timeout=60, cwd="/")
-            if result.exit_code != 0:
-                text_error = _files.error_text(result.stderr)
-                raise path_error(text_error, workdir) or OSError(
-                    errno.EIO, text_error or "could not inspect the directory", workdir
-                )
-            if result.stdout != "d":
-                raise new_path_error(NotADirectoryError, errno.ENOTDIR, workdir)
-        return _files.with_cwd(text, workdir), "/"
+    async def _literal_cwd(self, command: str | Sequence[str], workdir: str) -> tuple[str, str]:
+        """See `Commands.literal_cwd`."""
+        return await self._commands.literal_cwd(command, workdir)
 
     async def _file_op(self) -> tuple[_LoopClients, ExecdClient]:
         clients = await self._ensure()
@@ -1410,22 +1393,10 @@ class AsyncSandboxSession:
         cwd: str | None = None,
         max_output: int | None = None,
     ) -> CommandResult:
-        """Run one of the file commands (`_files`), with messages in English; a tool missing
-        from the sandbox image is a ServerError that names it, never a path error."""
-        token = _STALL_TIMEOUT.set(max(1.0, float(self._connection.request_timeout)) + 3.5)
-        try:
-            result = await self.run(
-                ["env", "LC_ALL=C", *argv], cwd=cwd, timeout=timeout, max_output=max_output
-            )
-        finally:
-            _STALL_TIMEOUT.reset(token)
-        if result.exit_code in (126, 127):
-            raise ServerError(
-                f"Could not run `{argv[0]}` in sandbox {self._sandbox_id} "
-                f"({result.stderr.strip()[:200]}): this file operation needs it in the sandbox "
-                "image (GNU coreutils and findutils)."
-            )
-        return result
+        """See `Commands.file_command`."""
+        return await self._commands.file_command(
+            argv, timeout=timeout, cwd=cwd, max_output=max_output
+        )
 
     async def _command_or_raise(self, argv: list[str], path: str) -> CommandResult:
         """Run a file command; a failure is raised as the path error its message names."""
@@ -1570,6 +1541,13 @@ class AsyncSandboxSession:
         target = await self._target(path, create=True)
         if target.endswith("/"):
             raise new_path_error(IsADirectoryError, errno.EISDIR, target)
+        payload = bytes(data) if isinstance(data, bytearray | memoryview) else data
+        # The inspection and the upload to a temporary name run at once; the upload is redone
+        # only when the target turns out to be a symlink (it may lead elsewhere).
+        if isinstance(payload, bytes) and await self._write_overlapped(
+            clients, execd, target, payload, mode, timeout
+        ):
+            return
         info = await self._lstat(clients, execd, target)
         if info is not None and _kind(info.get("type")) == "symlink":
             link = target
@@ -1579,35 +1557,73 @@ class AsyncSandboxSession:
                 # A symlink loop: `realpath -m` gives up on it. Replacing the link with a file
                 # would not be a write "through" it; fail like open(2) does.
                 raise new_path_error(OSError, errno.ELOOP, link)
-        owner = group = None
-        exists = info is not None
-        if info is not None:
-            kind = _kind(info.get("type"))
-            if kind == "directory":
-                raise new_path_error(IsADirectoryError, errno.EISDIR, target)
-            if kind == "other":
-                raise OSError(errno.EINVAL, "Not a regular file; refusing to replace it", target)
-            file_mode = mode if mode is not None else _mode_from_digits(info.get("mode"))
-            owner, group = info.get("owner"), info.get("group")
+        _check_replaceable(target, info)
+        temp = _temp_for(target)
+        await self._upload_temp(clients, execd, temp, target, payload, mode, info, timeout)
+        await self._place(clients, execd, temp, target, mode, exists=info is not None)
+
+    async def _write_overlapped(
+        self,
+        clients: _LoopClients,
+        execd: ExecdClient,
+        target: str,
+        payload: bytes,
+        mode: int | None,
+        timeout: float | None,
+    ) -> bool:
+        """Inspect `target` while uploading `payload` to a temporary sibling, then put it in
+        place; False (nothing written) when the target is a symlink, to be written through.
+
+        The temporary file gets the final 0o777 bits of a new file; an existing file's owner,
+        group and whole mode are copied to it by the command that renames it into place.
+        """
+        temp = _temp_for(target)
+        upload = asyncio.ensure_future(
+            self._upload_temp(clients, execd, temp, target, payload, mode, None, timeout)
+        )
+        try:
+            info = await self._lstat(clients, execd, target)
+            if info is not None and _kind(info.get("type")) == "symlink":
+                raise _Retry
+            _check_replaceable(target, info)
+        except BaseException as exc:
+            upload.cancel()
+            await asyncio.wait([upload])
+            if not upload.cancelled() and upload.exception() is None:
+                await self._discard(execd, temp)
+            if isinstance(exc, _Retry):
+                return False
+            raise
+        await upload
+        await self._place(clients, execd, temp, target, mode, exists=info is not None)
+        return True
+
+    async def _upload_temp(
+        self,
+        clients: _LoopClients,
+        execd: ExecdClient,
+        temp: str,
+        target: str,
+        payload: bytes | AsyncIterable[bytes],
+        mode: int | None,
+        info: Mapping[str, Any] | None,
+        timeout: float | None,
+    ) -> None:
+        """Upload to `temp` with the target's final 0o777 bits (and, when `info` of an existing
+        target is known, its owner and group); errors name `target`, never `temp`."""
+        if mode is not None:
+            bits = mode
+        elif info is not None:
+            bits = _mode_from_digits(info.get("mode"))
         else:
-            file_mode = mode if mode is not None else _FILE_MODE_NEW
-        # execd's upload applies only the 0o777 bits: the rest (or, for an overwrite, the old
-        # file's whole mode) is applied by the command that renames the file into place.
-        if mode is not None and _files.special_bits(mode):
-            chmod: str | None = format(mode, "o")
-        else:
-            chmod = "=" if exists and mode is None else None
-        directory, name = posixpath.split(target)
-        plain = _files.literal(target)
-        # A target that execd would rewrite ($) is written under a `$`-free name in its deepest
-        # `$`-free ancestor, then renamed by a command (which takes the name literally).
-        temp = _files.temp_name(directory if plain else _files.literal_anchor(target), name)
-        payload = bytes(data) if isinstance(data, bytearray | memoryview) else data
+            bits = _FILE_MODE_NEW
+        owner = info.get("owner") if info is not None else None
+        group = info.get("group") if info is not None else None
         try:
             await execd.upload(
                 temp,
                 payload,
-                mode=_octal_digits(file_mode & 0o777),
+                mode=_octal_digits(bits & 0o777),
                 owner=str(owner) if owner else None,
                 group=str(group) if group else None,
                 timeout=timeout,
@@ -1620,9 +1636,32 @@ class AsyncSandboxSession:
                 if mapped is not None:
                     raise mapped from None
             await self._fail(clients, exc, "write a file", execd=execd, path=target)
+
+    async def _place(
+        self,
+        clients: _LoopClients,
+        execd: ExecdClient,
+        temp: str,
+        target: str,
+        mode: int | None,
+        *,
+        exists: bool,
+    ) -> None:
+        """Rename an uploaded temporary file over `target` (which `exists` or not) atomically.
+
+        execd's upload applies only the 0o777 bits: setuid, setgid and sticky bits asked for,
+        and for an overwrite the old file's owner, group and (without `mode`) whole mode, are
+        applied by the command that renames the file into place.
+        """
+        if mode is not None and _files.special_bits(mode):
+            chmod: str | None = format(mode, "o")
+        else:
+            chmod = "=" if exists and mode is None else None
+        plain = _files.literal(target)
+        parent = None if plain else posixpath.dirname(target)
         try:
             if exists or chmod is not None or not plain:
-                await self._finish(temp, target, parent=None if plain else directory, mode=chmod)
+                await self._finish(temp, target, parent=parent, mode=chmod)
             else:
                 try:
                     await execd.move(temp, target)
@@ -1643,7 +1682,7 @@ class AsyncSandboxSession:
         self, temp: str, target: str, *, parent: str | None, mode: str | None
     ) -> None:
         """Rename a written temporary file over its target atomically (execd's own move refuses
-        an existing target), creating `parent` and applying `mode` first (see `_files`)."""
+        an existing target), creating `parent` and applying owner and `mode` first (`_files`)."""
         await self._command_or_raise(
             _files.finish_argv(temp, target, parent=parent, mode=mode), target
         )
@@ -1759,54 +1798,6 @@ class AsyncSandboxSession:
 
 
 _TMP_MARK: Final = "osb-tmp:"
-_MISSING_CWD: Final = "working directory does not exist"
-_COMMAND_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
-
-
-# Set while the session runs a command of its own for a file operation: such a command answers at
-# once, so a stream silent for longer than this (execd's 3 s keep-alive plus the request timeout)
-# is a stalled network, reported like a stalled HTTP request instead of waiting out the command's
-# whole timeout.
-_STALL_TIMEOUT: contextvars.ContextVar[float | None] = contextvars.ContextVar(
-    "_STALL_TIMEOUT", default=None
-)
-
-
-async def _read_events(
-    execd: ExecdClient,
-    body: Mapping[str, Any],
-    handle: Callable[[Mapping[str, Any]], Awaitable[None] | None],
-    *,
-    done: Callable[[], bool],
-) -> None:
-    """Feed a command's events to `handle` until `done()` (then close the stream) or its end.
-
-    execd sends nothing after a command's completion (or error) event but keeps the stream open
-    for a grace period (1 s by default), so the stream is closed at once instead of read on.
-    """
-    events = execd.run_events(body, read_timeout=_STALL_TIMEOUT.get())
-    try:
-        while not done():
-            event = await anext(events, None)
-            if event is None:
-                return
-            pending = handle(event)
-            if pending is not None and inspect.isawaitable(pending):
-                await pending
-    finally:
-        with contextlib.suppress(Exception):
-            await events.aclose()
-
-
-async def _bounded(
-    work: Awaitable[tuple[str, str, bool]], seconds: float, fallback: tuple[str, str, bool]
-) -> tuple[str, str, bool]:
-    """`work`'s result, or `fallback` if it fails or takes longer than `seconds`."""
-    try:
-        async with asyncio.timeout(seconds):
-            return await work
-    except Exception:
-        return fallback
 
 
 def _file_info(path: str, info: Mapping[str, Any], *, is_dir: bool, is_file: bool) -> FileInfo:
@@ -1821,6 +1812,28 @@ def _file_info(path: str, info: Mapping[str, Any], *, is_dir: bool, is_file: boo
         is_dir=is_dir,
         is_file=is_file,
     )
+
+
+class _Retry(Exception):
+    """Internal: the overlapped write found a symlink and is redone the sequential way."""
+
+
+def _temp_for(target: str) -> str:
+    """A fresh temporary name to upload `target`'s content to. A target that execd would
+    rewrite ($) is written under a `$`-free name in its deepest `$`-free ancestor, then renamed
+    by a command (which takes the name literally)."""
+    directory, name = posixpath.split(target)
+    plain = _files.literal(target)
+    return _files.temp_name(directory if plain else _files.literal_anchor(target), name)
+
+
+def _check_replaceable(target: str, info: Mapping[str, Any] | None) -> None:
+    """Raise unless `target` (lstat `info`, None when missing) may be replaced by a file."""
+    kind = _kind(info.get("type")) if info is not None else None
+    if kind == "directory":
+        raise new_path_error(IsADirectoryError, errno.EISDIR, target)
+    if kind == "other":
+        raise OSError(errno.EINVAL, "Not a regular file; refusing to replace it", target)
 
 
 def _transfer_error(exc: BaseException) -> str:
@@ -1839,74 +1852,13 @@ def _transfer_error(exc: BaseException) -> str:
     return "error"
 
 
-def _check_timeout(value: object, *, allow_none: bool) -> float | None:
-    if value is None:
-        if allow_none:
-            return None
-        raise ConfigurationError("timeout must be a number of seconds.")
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigurationError(
-            f"timeout must be a number of seconds or None, got {type(value).__name__}."
-        )
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigurationError(
-            f"timeout must be a positive, finite number of seconds, got {value!r}."
-        )
-    if value > 7 * 24 * 3600:
-        raise ConfigurationError(f"timeout of {value!r} s is over the maximum of one week.")
-    return float(value)
+# Kept for callers of the names this module had before `_validate` and `_errors` held them.
+_check_timeout = _validate.timeout
+_command_text = _validate.command_text
+_is_lost_response = _errors.is_lost_response
+_warned_rebuilt = WARNED_REBUILT
 
 
-def _command_text(command: str | Sequence[str]) -> str:
-    if isinstance(command, str):
-        if not command.strip():
-            raise ConfigurationError("command must not be empty.")
-        if "\0" in command:
-            raise ConfigurationError("command contains a NUL character.")
-        return command
-    given: object = command
-    if isinstance(given, bytes | bytearray) or not isinstance(given, Sequence):
-        raise ConfigurationError("command must be a string or a sequence of strings (argv).")
-    argv = list(command)
-    if not argv:
-        raise ConfigurationError("argv must not be empty.")
-    for item in argv:
-        if not isinstance(item, str):
-            raise ConfigurationError(f"argv items must be strings, got {type(item).__name__}.")
-        if "\0" in item:
-            raise ConfigurationError("an argv item contains a NUL character.")
-    text = shlex.join(argv)
-    if len(text) > 1_000_000:
-        raise ConfigurationError(
-            "the command line is over 1,000,000 characters; write a script file instead."
-        )
-    return text
-
-
-def _is_lost_response(exc: BaseException) -> bool:
-    """Whether a failed create may still have created a sandbox on the server."""
-    if _caused_by_connect_error(exc):
-        return False  # the request never reached the server
-    if isinstance(exc, httpx.TimeoutException | httpx.RemoteProtocolError | httpx.ReadError):
-        return True
-    if isinstance(exc, TimeoutError):
-        return True
-    name = type(exc).__name__
-    if name in {"SandboxTimeoutException", "SandboxConnectionException"}:
-        return True
-    status = getattr(exc, "status_code", None)
-    if status in (502, 503, 504):
-        return True
-    cause = exc.__cause__ or exc.__context__
-    return cause is not None and cause is not exc and _is_lost_response(cause)
-
-
-def _caused_by_connect_error(exc: BaseException) -> bool:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, httpx.ConnectError | ConnectionRefusedError):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return False
+def _is_conflict(exc: BaseException) -> bool:
+    """Whether the server refused a request with 409 (e.g. pausing a paused sandbox)."""
+    return getattr(exc, "status_code", None) == 409

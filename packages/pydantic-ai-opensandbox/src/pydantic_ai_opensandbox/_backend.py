@@ -1,33 +1,30 @@
 """An OpenSandbox sandbox behind Pydantic AI's `WorkspaceBackend` protocol.
 
-The work is done by `opensandbox_core.AsyncSandboxSession`: lazy create or attach, per-event-loop HTTP
-clients, commands through execd with their output rebuilt from its framing, and the native file API.
-This module only checks arguments, shields a create from cancellation so its ref is kept, and
-translates the core's errors into the workspace errors with one table (`_ERROR_TABLE`).
+The work is done by `opensandbox_core.AsyncSandboxSession`: lazy create or attach, per-event-loop
+HTTP clients, commands through execd with their output rebuilt from its framing, the native file
+API, argument checks (the core's `_validate`) and defaults (`_defaults`). This module only
+translates: types here, errors in `_translate.py` (one table).
 
 Verified on 2026-11-29 with pydantic-ai-slim 2.62.0 (its `WorkspaceBackendSuite`, all optional
-fixtures given), pydantic-ai-harness 0.62.0 (`Coder`, `Shell`), opensandbox-server 1.1.1 and the
-opensandbox SDK 1.1.1, against the project's testbed (Docker runtime):
+fixtures given), pydantic-ai-harness 0.62.0, opensandbox-server 1.1.1 and the SDK 1.1.1 (Docker):
+a create records the sandbox id as soon as the server answers, and concurrent first operations
+share one sandbox; a sandbox killed mid-command or before an attach raises
+`WorkspaceUnavailableError`; a deleted working directory raises `WorkspaceError`; an 8 MiB file
+moves in a few native requests; `get_sandbox()` reaches the same sandbox.
 
-- a create records the sandbox id as soon as the server answers, and five concurrent first
-  operations share one sandbox;
-- a sandbox killed while a command runs, or before an attach, raises `WorkspaceUnavailableError`;
-- a command whose working directory was deleted raises `WorkspaceError`;
-- an 8 MiB file moves in a few native requests, not as shell chunks;
-- `Sandbox.connect(id, skip_health_check=True)` reaches the same sandbox for `get_sandbox()`.
+On 2026-12-01: pause/resume, `upload_dir` and the create options (`entrypoint`, `metadata`,
+`volumes`, `network_policy`) verified live (`tests/live/pydantic_backend/test_pydantic_peer_features.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import math
+import os
 import posixpath
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Final, Unpack
 
-from pydantic_ai.exceptions import UserError
 from pydantic_ai.workspaces import (
     CommandResult,
     FileEntry,
@@ -38,24 +35,31 @@ from pydantic_ai.workspaces import (
     WorkspaceError,
     WorkspaceOutputLimitError,
     WorkspaceRef,
-    WorkspaceTimeoutError,
-    WorkspaceUnavailableError,
 )
 
 from opensandbox_core import (
     AsyncSandboxSession,
-    AuthenticationError,
-    CommandTimeoutError,
-    ConfigurationError,
-    Connection,
-    OutputLimitError,
+    DirectoryUpload,
+    NetworkPolicy,
     SandboxSpec,
-    SandboxUnavailableError,
-    destroy_sandbox,
+    Volume,
+    _defaults,
+    _validate,
+    upload_directory,
+)
+from opensandbox_core._upload import UploadOptions
+
+from ._lifecycle import SessionLifecycle
+from ._translate import (
+    PROVIDER,
+    check_ref,
+    core_connection,
+    file_entry,
+    require_asyncio,
+    translate,
 )
 
 if TYPE_CHECKING:
-    from opensandbox import Sandbox
     from opensandbox.config import ConnectionConfig
     from pydantic_ai.workspaces import WorkspaceCommand
 
@@ -63,237 +67,24 @@ __all__ = ["CREATE_METADATA_KEY", "PROVIDER", "OpenSandboxBackend"]
 
 logger = logging.getLogger(__name__)
 
-PROVIDER: Final = "opensandbox"
-"""`WorkspaceRef.provider` of every sandbox this package creates or attaches to."""
 CREATE_METADATA_KEY: Final = "pydantic-ai-create"
 """Metadata entry on every sandbox this package creates, to find ones left without a stored ref."""
 _CREATE_METADATA: Final = {CREATE_METADATA_KEY: "true"}
-DEFAULT_WORKING_DIR: Final = "/workspace"
-DEFAULT_SANDBOX_TIMEOUT: Final = 1800
+DEFAULT_WORKING_DIR: Final = _defaults.WORKING_DIR
+DEFAULT_SANDBOX_TIMEOUT: Final = int(_defaults.LIFETIME)
 """Default `sandbox_timeout`: 30 minutes of disuse, the idle lifetime every package here uses."""
-_MAX_OUTPUT: Final = 16 * 1024 * 1024
+_MAX_OUTPUT: Final = _defaults.MAX_OUTPUT
 """Bytes of stdout and of stderr a command may print; past that `run` raises instead of cutting."""
 
-_T = TypeVar("_T")
-
-_sniffio: Any
-try:
-    import sniffio as _sniffio
-except (
-    ModuleNotFoundError
-):  # pragma: no cover - Trio depends on sniffio, so without it no Trio runs
-    _sniffio = None
+# The core's checks under the names this module's callers (and tests) know.
+_command_line = _validate.command_form
+_check_timeout = _validate.timeout
+check_env = _validate.env
 
 
-def _running_on_asyncio() -> bool:
-    if _sniffio is not None:
-        try:
-            return bool(_sniffio.current_async_library() == "asyncio")
-        except _sniffio.AsyncLibraryNotFoundError:
-            return False
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
-
-
-def require_asyncio() -> None:
-    """Raise `UserError` unless the caller runs on asyncio (the OpenSandbox SDK needs it)."""
-    if not _running_on_asyncio():
-        raise UserError(
-            "OpenSandbox needs the asyncio event loop: the OpenSandbox SDK and its HTTP clients run "
-            "on asyncio only, so it cannot be used under Trio. Run the agent with asyncio."
-        )
-
-
-# -- the error table ------------------------------------------------------------------------------
-# One place turns the core's errors into the workspace protocol's. Anything not listed propagates
-# unchanged: the builtin path errors (FileNotFoundError, IsADirectoryError, ...), and the core's
-# `ServerError`, which durable engines retry as transient.
-#
-# | core error                                  | raised as                                          |
-# |---------------------------------------------|----------------------------------------------------|
-# | SandboxUnavailableError (UnsupportedDaemon) | WorkspaceUnavailableError, same message            |
-# | CommandTimeoutError                         | WorkspaceTimeoutError, with the partial output     |
-# | OutputLimitError                            | WorkspaceOutputLimitError                          |
-# | ConfigurationError, refused API key         | WorkspaceUnavailableError (no retry can fix it)    |
-# | ConfigurationError while starting           | WorkspaceError (e.g. working_dir not creatable)    |
-# | ConfigurationError in an operation          | ValueError (a bad argument, such as removing '/')  |
-# | FileNotFoundError from `run`                | WorkspaceError: the working directory is gone      |
-#
-# Every execd generation whose output can be rebuilt exactly works (1.1, and line-framed v1.0.17 to
-# v1.0.19, whose output the core reads from execd's raw output files); only v1.0.16 and older,
-# which drop blank lines, raise UnsupportedDaemonError, whose message names the image to use.
-
-
-def _unavailable(exc: BaseException, *, starting: bool) -> Exception:
-    return WorkspaceUnavailableError(str(exc))
-
-
-def _timeout(exc: BaseException, *, starting: bool) -> Exception:
-    assert isinstance(exc, CommandTimeoutError)
-    return WorkspaceTimeoutError(str(exc), stdout=exc.stdout, stderr=exc.stderr)
-
-
-def _output_limit(exc: BaseException, *, starting: bool) -> Exception:
-    assert isinstance(exc, OutputLimitError)
-    return WorkspaceOutputLimitError(str(exc), limit=exc.limit)
-
-
-def _configuration(exc: BaseException, *, starting: bool) -> Exception:
-    if starting:
-        return WorkspaceError(str(exc))
-    return ValueError(str(exc))
-
-
-_ERROR_TABLE: Final[tuple[tuple[type[BaseException], Callable[..., Exception]], ...]] = (
-    (SandboxUnavailableError, _unavailable),
-    (AuthenticationError, _unavailable),
-    (CommandTimeoutError, _timeout),
-    (OutputLimitError, _output_limit),
-    (ConfigurationError, _configuration),
-)
-
-
-def translate(exc: BaseException, *, starting: bool = False) -> NoReturn:
-    """Raise the workspace error the table gives for `exc`, or `exc` itself."""
-    for core_type, convert in _ERROR_TABLE:
-        if isinstance(exc, core_type):
-            raise convert(exc, starting=starting) from exc
-    raise exc
-
-
-async def _run_to_completion(start: Callable[[], Awaitable[_T]]) -> _T:
-    """Await `start()` in its own task and see it finish even if the caller is cancelled meanwhile.
-
-    Used for a create, so that a sandbox the server made is always recorded; the caller's
-    cancellation is re-raised once it has.
-    """
-    task: asyncio.Future[_T] = asyncio.ensure_future(start())
-    cancelled: asyncio.CancelledError | None = None
-    while not task.done():
-        try:
-            await asyncio.wait([task])
-        except asyncio.CancelledError as error:
-            cancelled = error
-    if cancelled is not None:
-        if not task.cancelled():
-            task.exception()  # retrieved, so asyncio does not log it as never retrieved
-        raise cancelled
-    return task.result()
-
-
-# -- argument checks (before any I/O) -------------------------------------------------------------
-
-
-def _command_line(command: WorkspaceCommand, shell: bool) -> str | list[str]:
-    if isinstance(command, str):
-        if not shell:
-            raise TypeError("a string command requires shell=True; pass an argv sequence otherwise")
-        return command
-    given: object = command
-    if isinstance(given, bytes | bytearray):
-        raise TypeError("a bytes command is not supported; pass a string or an argv sequence")
-    if shell:
-        raise TypeError(
-            "an argv sequence cannot be combined with shell=True; pass a single command string"
-        )
-    argv = list(command)
-    if not argv:
-        raise TypeError("an argv sequence needs at least the program to run")
-    for item in argv:
-        if type(item) is not str:
-            raise TypeError("argv items must be strings")
-        if "\0" in item:
-            raise ValueError("argv items must not contain NUL characters")
-    return argv
-
-
-def _check_timeout(timeout: float | None) -> None:
-    if timeout is None:
-        return
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise ValueError(f"timeout must be a positive finite number or None, got {timeout!r}.")
-    if not math.isfinite(timeout) or timeout <= 0:
-        raise ValueError(f"timeout must be a positive finite number or None, got {timeout!r}.")
-
-
-def check_env(env: Mapping[str, str] | None) -> None:
-    """`TypeError` unless `env` maps strings to strings; `ValueError` for names a shell can't take."""
-    if env is None:
-        return
-    if not isinstance(env, Mapping):
-        raise TypeError("env must be a mapping of strings to strings")
-    for key, value in env.items():
-        if type(key) is not str or type(value) is not str:
-            raise TypeError("env keys and values must be strings")
-        if not key or "=" in key or "\0" in key or "\0" in value:
-            raise ValueError(
-                "env names must be non-empty without '=' or NUL, and values must not contain NUL"
-            )
-
-
-def check_working_dir(working_dir: str | None) -> None:
-    if working_dir is None:
-        return
-    if not isinstance(working_dir, str) or not posixpath.isabs(working_dir) or "\0" in working_dir:
-        raise ValueError(
-            f"working_dir must be an absolute POSIX path or None, got {working_dir!r}."
-        )
-
-
-def check_sandbox_timeout(sandbox_timeout: int | None) -> None:
-    if sandbox_timeout is None:
-        return
-    if type(sandbox_timeout) is not int or sandbox_timeout < 1:
-        raise ValueError(
-            f"sandbox_timeout must be an integer of at least 1 second or None, got {sandbox_timeout!r}."
-        )
-
-
-def check_ref(ref: WorkspaceRef) -> None:
-    if not isinstance(ref, WorkspaceRef):
-        raise TypeError(f"ref must be a WorkspaceRef, got {type(ref).__name__}.")
-    if ref.provider != PROVIDER:
-        raise ValueError(f"unsupported workspace provider {ref.provider!r}; expected 'opensandbox'")
-    if not ref.id.strip():
-        raise ValueError("OpenSandbox workspace ref id cannot be empty")
-
-
-def core_connection(connection: ConnectionConfig | None) -> Connection:
-    """The core's `Connection` for an SDK config used as given, or for the environment."""
-    if connection is None:
-        return Connection()
-    from opensandbox.config import ConnectionConfig
-
-    if not isinstance(connection, ConnectionConfig):
-        raise TypeError(
-            "connection must be an opensandbox.config.ConnectionConfig or None, "
-            f"got {type(connection).__name__}."
-        )
-    return Connection.from_sdk_config(connection)
-
-
-async def destroy_by_id(sandbox_id: str, connection: ConnectionConfig | None) -> None:
-    """Delete a sandbox by id; quiet when it is already gone."""
-    require_asyncio()
-    try:
-        await destroy_sandbox(sandbox_id, core_connection(connection))
-    except Exception as exc:
-        translate(exc, starting=True)
-
-
-def _entry(info: Any, path: str) -> FileEntry:
-    return FileEntry(
-        name=posixpath.basename(path.rstrip("/")) or "/",
-        path=path,
-        is_dir=bool(info.is_dir),
-        size=None if info.is_dir else int(info.size),
-    )
-
-
-class OpenSandboxBackend(WorkspaceBackend, SupportsCommands, SupportsFilesystem, SupportsRealpath):
+class OpenSandboxBackend(
+    SessionLifecycle, WorkspaceBackend, SupportsCommands, SupportsFilesystem, SupportsRealpath
+):
     """Run commands and file operations in an OpenSandbox sandbox, created on first use.
 
     Built with `image`, the first operation creates a sandbox from it; built with `ref`, it attaches
@@ -321,6 +112,12 @@ class OpenSandboxBackend(WorkspaceBackend, SupportsCommands, SupportsFilesystem,
         sandbox_timeout: Seconds the sandbox may go unused before the server deletes it (default
             1800, 30 minutes); every operation renews it and a running command keeps renewing it,
             on an attached sandbox too. `None` keeps it until destroyed.
+        entrypoint: The container command of a new sandbox (argv); `None` keeps the SDK's
+            `tail -f /dev/null`.
+        metadata: Labels for a new sandbox (find it with `opensandbox_core.list_sandboxes`).
+        volumes: `opensandbox_core.Volume`s to mount in a new sandbox.
+        network_policy: An `opensandbox_core.NetworkPolicy` (egress rules) for a new sandbox;
+            not with `allow_internet_access=False`.
     """
 
     def __init__(
@@ -335,56 +132,44 @@ class OpenSandboxBackend(WorkspaceBackend, SupportsCommands, SupportsFilesystem,
         allow_internet_access: bool = True,
         secure_access: bool = False,
         sandbox_timeout: int | None = DEFAULT_SANDBOX_TIMEOUT,
+        entrypoint: Sequence[str] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        volumes: Sequence[Volume] = (),
+        network_policy: NetworkPolicy | None = None,
     ) -> None:
-        if (image is None) == (ref is None):
-            raise ValueError(
-                "Pass image= to create a sandbox or ref= to attach to one, "
-                + ("not both." if image is not None else "not neither.")
-            )
+        _validate.one_of(image, ref, create_name="image= to create a sandbox", attach_name="ref=")
         if ref is not None:
             check_ref(ref)
-        if image is not None and (not isinstance(image, str) or not image.strip()):
-            raise ValueError(
-                "image must be a non-empty image reference such as 'python:3.13-slim'."
-            )
-        check_working_dir(working_dir)
-        check_env(env)
-        check_sandbox_timeout(sandbox_timeout)
-        if resource is not None and (
-            not isinstance(resource, Mapping)
-            or any(type(k) is not str or type(v) is not str for k, v in resource.items())
-        ):
-            raise TypeError("resource must map strings to strings, such as {'cpu': '500m'}")
         self._image = image
         self._given_ref = ref
         self._created_ref: WorkspaceRef | None = None
         self._connection_config = connection
-        try:
-            spec = (
-                SandboxSpec(
-                    image=image,
-                    resource=dict(resource) if resource is not None else None,
-                    allow_internet_access=bool(allow_internet_access),
-                    secure_access=bool(secure_access),
-                    lifetime=sandbox_timeout,
-                    metadata=_CREATE_METADATA,
-                )
-                if image is not None
-                else None
+        spec = (
+            SandboxSpec(
+                image=image,
+                entrypoint=entrypoint,
+                resource=resource,
+                allow_internet_access=allow_internet_access,
+                secure_access=secure_access,
+                lifetime=sandbox_timeout,
+                metadata={**(metadata or {}), **_CREATE_METADATA},
+                volumes=volumes,
+                network_policy=network_policy,
             )
-            self._session = AsyncSandboxSession(
-                spec,
-                sandbox_id=ref.id if ref is not None else None,
-                connection=core_connection(connection),
-                working_dir=working_dir,
-                env=env,
-                default_timeout=None,
-                max_output=_MAX_OUTPUT,
-            )
-            if ref is not None and sandbox_timeout is not None:
-                self._session.set_lifetime(sandbox_timeout)
-        except ConfigurationError as exc:
-            raise ValueError(str(exc)) from None
+            if image is not None
+            else None
+        )
+        self._session = AsyncSandboxSession(
+            spec,
+            sandbox_id=ref.id if ref is not None else None,
+            connection=core_connection(connection),
+            working_dir=working_dir,
+            env=env,
+            default_timeout=None,
+            max_output=_MAX_OUTPUT,
+        )
+        if ref is not None and sandbox_timeout is not None:
+            self._session.set_lifetime(sandbox_timeout)
         self._logged_create = False
         self._operations = 0
         # Set while nothing will call `aclose()`: the clients then close when the last operation
@@ -410,91 +195,6 @@ class OpenSandboxBackend(WorkspaceBackend, SupportsCommands, SupportsFilesystem,
         """The `opensandbox_core.AsyncSandboxSession` doing the work (shared with other frameworks)."""
         return self._session
 
-    # -- lifecycle ----------------------------------------------------------------------------
-    async def _start(self) -> None:
-        """Create or attach (once), or only renew; a create finishes even if the caller is cancelled."""
-        try:
-            if self._session.id is None:
-                await _run_to_completion(self._session.start)
-            else:
-                await self._session.start()
-        except Exception as exc:
-            translate(exc, starting=True)
-        finally:
-            self._log_create()
-
-    def _log_create(self) -> None:
-        if not self._logged_create and self._session.owned and self._session.id is not None:
-            self._logged_create = True
-            logger.info("Created OpenSandbox sandbox %s", self._session.id)
-
-    @contextlib.asynccontextmanager
-    async def _operation(self) -> AsyncIterator[None]:
-        require_asyncio()
-        self._operations += 1
-        try:
-            await self._start()
-            try:
-                yield
-            except Exception as exc:
-                translate(exc)
-        finally:
-            self._operations -= 1
-            if self._operations == 0 and self._close_after_operation:
-                await self._close_now()
-
-    async def get_sandbox(self) -> Sandbox:
-        """The `opensandbox.Sandbox`, for features the workspace API does not cover.
-
-        On a backend with no sandbox yet this creates one, or attaches to the one `ref` names. It
-        shares the backend's transport, so it stops working once the backend closes.
-        """
-        from opensandbox import Sandbox
-
-        async with self._operation():
-            sandbox_id = self._session.id
-            assert sandbox_id is not None
-            return await Sandbox.connect(
-                sandbox_id, connection_config=self._shared_sdk_config(), skip_health_check=True
-            )
-
-    def _shared_sdk_config(self) -> ConnectionConfig:
-        """This loop's SDK config: its transport is the backend's, so a `Sandbox` never closes it."""
-        loop = asyncio.get_running_loop()
-        owned = self._sdk_configs.get(loop)
-        if owned is None:
-            owned = self._session.connection.build_sdk_config().with_transport_if_missing()
-            self._sdk_configs[loop] = owned
-        shared = owned.model_copy()
-        shared._owns_transport = False
-        return shared
-
-    async def aclose(self) -> None:
-        """Close the HTTP clients this backend opened on this event loop; the sandbox keeps running.
-
-        A transport passed in `connection` stays open. An operation in flight keeps the clients
-        open until the last one ends. A later operation opens new ones and attaches again by ref.
-        """
-        if not _running_on_asyncio():
-            return
-        if self._operations:
-            self._close_after_operation = True
-            return
-        await self._close_now()
-
-    async def _close_now(self) -> None:
-        async def close() -> None:
-            loop = asyncio.get_running_loop()
-            config = self._sdk_configs.pop(loop, None)
-            for other in [lp for lp in self._sdk_configs if lp.is_closed()]:
-                self._sdk_configs.pop(other, None)
-            if config is not None:
-                await config.close_transport_if_owned()
-            await self._session.aclose()
-
-        with contextlib.suppress(Exception):
-            await _run_to_completion(close)
-
     # -- WorkspaceBackend ---------------------------------------------------------------------
     async def working_dir(self) -> str:
         """The canonical directory commands start in (absolute, symlinks resolved)."""
@@ -512,9 +212,10 @@ class OpenSandboxBackend(WorkspaceBackend, SupportsCommands, SupportsFilesystem,
     ) -> CommandResult:
         """Run a command to completion; a non-zero exit is a result. See `SupportsCommands.run`."""
         require_asyncio()
-        line = _command_line(command, shell)
-        _check_timeout(timeout)
-        check_env(env)
+        # The core's checks, called before the operation so a bad call never creates a sandbox.
+        line = _validate.command_form(command, shell)
+        _validate.timeout(timeout)
+        _validate.env(env)
         async with self._operation():
             try:
                 result = await self._session.run(line, env=env, timeout=timeout)
@@ -542,20 +243,19 @@ class OpenSandboxBackend(WorkspaceBackend, SupportsCommands, SupportsFilesystem,
             return await self._session.read_bytes(path)
 
     async def write_bytes(self, path: str, data: bytes) -> None:
-        if not isinstance(data, bytes | bytearray | memoryview):
-            raise TypeError(f"data must be bytes, got {type(data).__name__}")
+        content = _validate.byte_data(data)
         async with self._operation():
-            await self._session.write_bytes(path, bytes(data))
+            await self._session.write_bytes(path, content)
 
     async def stat(self, path: str) -> FileEntry:
         async with self._operation():
             info = await self._session.stat(path)
-            return _entry(info, path)
+            return file_entry(info, path)
 
     async def list_dir(self, path: str) -> Sequence[FileEntry]:
         async with self._operation():
             entries = await self._session.list_dir(path)
-            return [_entry(e, posixpath.join(path, e.name)) for e in entries]
+            return [file_entry(e, posixpath.join(path, e.name)) for e in entries]
 
     async def make_dir(self, path: str) -> None:
         async with self._operation():
@@ -573,3 +273,32 @@ class OpenSandboxBackend(WorkspaceBackend, SupportsCommands, SupportsFilesystem,
     async def realpath(self, path: str) -> str:
         async with self._operation():
             return await self._session.realpath(path)
+
+    # -- beyond the workspace protocol ------------------------------------------------------------
+    async def pause(self) -> None:
+        """Freeze the sandbox (processes, memory and files kept), for an agent that waits between
+        runs; `resume()` thaws it. While paused, operations raise `WorkspaceUnavailableError`
+        saying to resume it. Its `sandbox_timeout` keeps counting."""
+        async with self._operation():
+            await self._session.pause()
+
+    async def resume(self) -> None:
+        """Thaw a paused sandbox; returns once it answers commands again."""
+        require_asyncio()
+        try:
+            await self._session.resume()
+        except Exception as exc:
+            translate(exc, starting=True)
+
+    async def upload_dir(
+        self, local_dir: str | os.PathLike[str], remote_dir: str, **options: Unpack[UploadOptions]
+    ) -> DirectoryUpload:
+        """Copy a local directory tree into the sandbox, leaving secrets behind (`.env`,
+        `.env.*`, `.ssh/`, `.aws/`, `.gnupg/`, `*.pem`, `*.key`, `id_rsa*`, `.netrc`,
+        `.git-credentials`, `.npmrc`, `.pypirc`, `*.p12` and the rest of
+        `opensandbox_core.SECRET_PATTERNS`) unless `include_secrets=True`; `exclude` adds
+        patterns, `concurrency` and `timeout` as in `opensandbox_core.upload_directory`. A
+        relative `remote_dir` resolves against the working directory. Returns what was uploaded
+        and what was skipped (`opensandbox_core.DirectoryUpload`)."""
+        async with self._operation():
+            return await upload_directory(self._session, local_dir, remote_dir, **options)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,17 +26,10 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.tools import AgentDepsT, RunContext
 from pydantic_ai.workspaces import Workspace, WorkspaceBackend, WorkspaceRef, WrapperWorkspace
 
-from ._backend import (
-    DEFAULT_SANDBOX_TIMEOUT,
-    DEFAULT_WORKING_DIR,
-    PROVIDER,
-    OpenSandboxBackend,
-    _run_to_completion,
-    check_env,
-    check_sandbox_timeout,
-    check_working_dir,
-    destroy_by_id,
-)
+from opensandbox_core import NetworkPolicy, Volume, _validate
+
+from ._backend import DEFAULT_SANDBOX_TIMEOUT, DEFAULT_WORKING_DIR, OpenSandboxBackend
+from ._translate import PROVIDER, destroy_by_id, run_to_completion
 
 if TYPE_CHECKING:
     from opensandbox.config import ConnectionConfig
@@ -91,7 +84,7 @@ async def _destroy_after_failure(backend: _SuppliedBackend, error: BaseException
         type(error).__name__,
     )
     try:
-        await _run_to_completion(backend.session.destroy)
+        await run_to_completion(backend.session.destroy)
     except asyncio.CancelledError:
         raise
     except Exception as exc:
@@ -153,18 +146,34 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
     env: Mapping[str, str] | None = field(default=None, repr=False)
     """Variables every command gets, also in an attached sandbox. Nothing is read from the host."""
 
+    entrypoint: Sequence[str] | None = None
+    """The container command of a new sandbox (argv); `None` keeps the SDK's `tail -f /dev/null`."""
+
+    metadata: Mapping[str, str] | None = None
+    """Labels for a new sandbox, besides `pydantic-ai-create` (`opensandbox_core.list_sandboxes`
+    finds sandboxes by them)."""
+
+    volumes: Sequence[Volume] = ()
+    """`opensandbox_core.Volume`s to mount in a new sandbox (host paths the server allows, or
+    named volumes). Python only, like `connection`."""
+
+    network_policy: NetworkPolicy | None = None
+    """An `opensandbox_core.NetworkPolicy` (egress rules, then a default action) for a new
+    sandbox; not with `allow_internet_access=False`. Python only."""
+
     def __post_init__(self) -> None:
         if self.defer_loading:
             raise UserError(
                 "`OpenSandbox` does not support `defer_loading=True`: the workspace is selected "
                 "before deferred capabilities load."
             )
-        if self.image is not None and (not isinstance(self.image, str) or not self.image.strip()):
-            raise UserError("image must be a non-empty image reference such as 'python:3.13-slim'.")
-        try:
-            check_working_dir(self.working_dir)
-            check_env(self.env)
-            check_sandbox_timeout(self.sandbox_timeout)
+        try:  # the core's checks, now rather than at the run's first operation
+            if self.image is not None:
+                _validate.image(self.image)
+            _validate.working_dir(self.working_dir)
+            _validate.env(self.env)
+            if self.sandbox_timeout is not None:
+                _validate.seconds(self.sandbox_timeout, "sandbox_timeout", minimum=1)
         except (TypeError, ValueError) as exc:
             raise UserError(str(exc)) from None
 
@@ -219,6 +228,23 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
             )
         await destroy_by_id(ref.id, self.connection)
 
+    async def pause(self, ref: WorkspaceRef) -> None:
+        """Freeze a sandbox by ref between runs (processes, memory and files kept); a run on a
+        paused sandbox raises `WorkspaceUnavailableError` until `resume(ref)`."""
+        backend = self.backend(ref)
+        try:
+            await backend.pause()
+        finally:
+            await backend.aclose()
+
+    async def resume(self, ref: WorkspaceRef) -> None:
+        """Thaw a sandbox paused with `pause(ref)`; returns once it answers commands again."""
+        backend = self.backend(ref)
+        try:
+            await backend.resume()
+        finally:
+            await backend.aclose()
+
     def get_workspace(
         self, ctx: RunContext[AgentDepsT], *, ref: WorkspaceRef | None
     ) -> WorkspaceBackend | None:
@@ -241,6 +267,10 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
             resource=self.resource,
             allow_internet_access=self.allow_internet_access,
             secure_access=self.secure_access,
+            entrypoint=self.entrypoint,
+            metadata=self.metadata,
+            volumes=self.volumes,
+            network_policy=self.network_policy,
             **common,
         )
 

@@ -1,0 +1,207 @@
+"""The file operations of `OpenSandboxBackend`, native instead of `python3 -c` scripts.
+
+Each has BaseSandbox's exact result (compared on the same sandbox by
+`tests/live/deepagents_backend/test_native_tools.py`); where a native path cannot be exact it
+hands the call to BaseSandbox's script. `write` is one native upload; `read` pages files over
+1 MiB by HTTP Range reads (`_paging.py`); `ls` is one argv `ls` command and `edit` a download and
+execd's in-place `/files/replace` (`_tools.py`); `glob` one `find` command matched by
+BaseSandbox's own matcher (`_glob.py`). `grep` keeps BaseSandbox's command (already one command).
+
+Uploads and downloads report per file, in order (`TRANSFER_ERRORS` in `_mapping.py`); one bad
+path never fails the batch. A gone sandbox or a server failure raises, like Deep Agents' own
+`FilesystemBackend` does for errors it cannot classify. Paths are absolute in every file
+operation: a relative one is `invalid_path` for `read` as for `write`, uploads and downloads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from deepagents.backends.protocol import (
+    EditResult,
+    FileDownloadResponse,
+    FileUploadResponse,
+    GlobResult,
+    LsResult,
+    ReadResult,
+    WriteResult,
+)
+from deepagents.backends.sandbox import BaseSandbox
+from deepagents.backends.utils import EMPTY_OLD_STRING_ERROR
+
+from opensandbox_core import AsyncSandboxSession, OutputLimitError, run_blocking
+
+from ._glob import native_glob
+from ._mapping import check_transfer_path, transfer_error
+from ._paging import PAGED_ABOVE, page_cache, paged_read
+from ._read import READ_ERRORS, read_error, render_page
+from ._tools import native_edit, native_ls
+
+__all__ = ["NativeFiles"]
+
+T = TypeVar("T")
+
+
+class NativeFiles(BaseSandbox):
+    """BaseSandbox's file operations on `self._session` (the backend's core session)."""
+
+    _session: AsyncSandboxSession
+
+    @staticmethod
+    def _run(coro: Coroutine[Any, Any, T]) -> T:
+        return run_blocking(coro)
+
+    # -- file transfer ----------------------------------------------------------------------
+    def upload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
+        """Write files (parents created, existing files replaced); one result per file, in order."""
+        return self._run(self.aupload_files(files))
+
+    async def aupload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
+        """`upload_files()` on the caller's event loop."""
+        responses: list[FileUploadResponse | None] = []
+        batch: list[tuple[str, bytes]] = []
+        for path, content in files:
+            problem = check_transfer_path(path)
+            if problem is None and not isinstance(content, bytes | bytearray | memoryview):
+                raise TypeError(f"content for {path!r} must be bytes, got {type(content).__name__}")
+            responses.append(FileUploadResponse(path=path, error=problem) if problem else None)
+            if problem is None:
+                batch.append((path, bytes(content)))
+        results = iter(await self._session.upload_files(batch) if batch else [])
+        return [
+            response
+            if response is not None
+            else FileUploadResponse(path=(r := next(results)).path, error=transfer_error(r))
+            for response in responses
+        ]
+
+    def download_files(self, paths: list[str]) -> list[FileDownloadResponse]:
+        """Read files as bytes; one result per file, in order."""
+        return self._run(self.adownload_files(paths))
+
+    async def adownload_files(self, paths: list[str]) -> list[FileDownloadResponse]:
+        """`download_files()` on the caller's event loop."""
+        responses: list[FileDownloadResponse | None] = []
+        batch: list[str] = []
+        for path in paths:
+            problem = check_transfer_path(path)
+            responses.append(FileDownloadResponse(path=path, error=problem) if problem else None)
+            if problem is None:
+                batch.append(path)
+        results = iter(await self._session.download_files(batch) if batch else [])
+        out: list[FileDownloadResponse] = []
+        for response in responses:
+            if response is None:
+                result = next(results)
+                error = transfer_error(result)
+                response = FileDownloadResponse(
+                    path=result.path, content=None if error else result.content, error=error
+                )
+            out.append(response)
+        return out
+
+    # -- native file operations -------------------------------------------------------------
+    def write(self, file_path: str, content: str) -> WriteResult:
+        """Create or overwrite a text file (parents created), in one native upload."""
+        return self._run(self.awrite(file_path, content))
+
+    async def awrite(self, file_path: str, content: str) -> WriteResult:
+        """`write()` on the caller's event loop."""
+        responses = await self.aupload_files([(file_path, content.encode("utf-8"))])
+        if responses[0].error:
+            return WriteResult(error=f"Failed to write file '{file_path}': {responses[0].error}")
+        return WriteResult(path=file_path)
+
+    def ls(self, path: str) -> LsResult:
+        """The entries of a directory in directory order, as BaseSandbox lists them (one argv
+        command instead of a `python3 -c` script; see `_tools.py`)."""
+        return self._run(self.als(path))
+
+    async def als(self, path: str) -> LsResult:
+        """`ls()` on the caller's event loop."""
+        result = await native_ls(self._session, path)
+        if result is not None:
+            return result
+        return await BaseSandbox.als(self, path)
+
+    def edit(
+        self,
+        file_path: str,
+        old_string: str,
+        new_string: str,
+        replace_all: bool = False,
+    ) -> EditResult:
+        """Replace `old_string` in a text file, as BaseSandbox does (CRLF-aware, one match
+        unless `replace_all`), natively: a download and execd's in-place replace."""
+        return self._run(self.aedit(file_path, old_string, new_string, replace_all))
+
+    async def aedit(
+        self,
+        file_path: str,
+        old_string: str,
+        new_string: str,
+        replace_all: bool = False,
+    ) -> EditResult:
+        """`edit()` on the caller's event loop."""
+        if not old_string:
+            return EditResult(error=EMPTY_OLD_STRING_ERROR)
+        result = await native_edit(
+            self._session, file_path, old_string, new_string, replace_all=bool(replace_all)
+        )
+        if result is not None:
+            return result
+        return await BaseSandbox.aedit(self, file_path, old_string, new_string, replace_all)
+
+    def glob(self, pattern: str, path: str | None = None) -> GlobResult:
+        """Regular files under `path` matching `pattern`, as BaseSandbox finds them (one `find`
+        command and BaseSandbox's own matcher instead of a `python3 -c` walk; `_glob.py`)."""
+        result = self._run(native_glob(self._session, pattern, path))
+        if result is not None:
+            return result
+        return BaseSandbox.glob(self, pattern, path)
+
+    async def aglob(self, pattern: str, path: str | None = None) -> GlobResult:
+        """`glob()` on the caller's event loop."""
+        result = await native_glob(self._session, pattern, path)
+        if result is not None:
+            return result
+        return await BaseSandbox.aglob(self, pattern, path)
+
+    def read(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
+        """A page of a text file (numbered by the tools), or a binary file as base64.
+
+        Files up to 1 MiB are read whole; larger text files page by HTTP Range reads and a
+        per-file index of line starts (checked against the file's size and mtime on every
+        page), so a page costs about one page. Same results as BaseSandbox's script, which
+        still answers the cases the port cannot reproduce (invalid UTF-8 the script decodes).
+        """
+        return self._run(self.aread(file_path, offset, limit))
+
+    async def aread(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
+        """`read()` on the caller's event loop."""
+        problem = check_transfer_path(file_path)
+        if problem is not None:
+            # One rule for every file operation: paths are absolute (`write("rel.txt")` says the
+            # same), never resolved against a working directory the agent cannot see.
+            return read_error(file_path if isinstance(file_path, str) else repr(file_path), problem)
+        cache = page_cache(self._session)
+        if cache.get(file_path) is None:
+            try:
+                raw = await self._session.read_bytes(file_path, max_size=PAGED_ABOVE)
+            except OutputLimitError:
+                pass  # over 1 MiB: paged by Range reads below
+            except OSError as exc:
+                code = READ_ERRORS.get(exc.errno or 0)
+                if code is not None:
+                    return read_error(file_path, code)
+                return await BaseSandbox.aread(self, file_path, offset, limit)
+            else:
+                page = render_page(raw, file_path, offset, limit)
+                if page is not None:
+                    return page
+                return await BaseSandbox.aread(self, file_path, offset, limit)
+        page = await paged_read(self._session, cache, file_path, offset, limit)
+        if page is not None:
+            return page
+        return await BaseSandbox.aread(self, file_path, offset, limit)

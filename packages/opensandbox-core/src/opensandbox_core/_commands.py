@@ -1,0 +1,431 @@
+"""The commands facet: `run` (events, exact output, timeout and cancellation), `interrupt`, and
+starting background processes, on top of the lifecycle's small interface (`Lifecycle`).
+
+It never reaches into the session: everything it needs from the lifecycle (a reachable sandbox,
+the error boundary for a failed call, path resolution, renewal while a command runs) comes
+through the `Lifecycle` protocol, which `_session` implements.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import posixpath
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, NoReturn, Protocol
+
+from . import _files, _validate
+from ._errors import CommandTimeoutError, ServerError, new_path_error, path_error
+from ._execd import ExecdClient, ExecdError
+from ._framing import Framing, OutputBuffer, decode_output, rebuild, whole_characters
+from ._lifetime import renewing
+from ._types import CommandResult
+from ._wire import STALL_TIMEOUT, Context, command_body, read_events
+
+__all__ = ["COMMAND_ID", "Commands", "Lifecycle", "OutputCallback"]
+
+logger = logging.getLogger(__name__)
+
+OutputCallback = Callable[[Literal["stdout", "stderr"], str], Awaitable[None] | None]
+
+
+class Runner(Protocol):
+    """Runs an argv command to completion (the session's `run`, with these keywords)."""
+
+    def __call__(
+        self,
+        command: Sequence[str],
+        *,
+        cwd: str | None,
+        timeout: float | None,
+        max_output: int | None,
+    ) -> Awaitable[CommandResult]: ...
+
+
+COMMAND_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,128}")
+_MISSING_CWD: Final = "working directory does not exist"
+WARNED_REBUILT: set[str | None] = set()
+"""Sandboxes already warned about output rebuilt from line events (a process-wide cache)."""
+
+
+class Lifecycle(Protocol):
+    """What the commands (and files) facets need from the lifecycle facet."""
+
+    @property
+    def sandbox_id(self) -> str | None: ...
+
+    @property
+    def lifetime(self) -> float | None: ...
+
+    @property
+    def stall_timeout(self) -> float: ...
+
+    async def context(self) -> Context: ...
+
+    async def fail(
+        self,
+        exc: BaseException,
+        action: str,
+        *,
+        execd: ExecdClient | None = None,
+        path: str | None = None,
+    ) -> NoReturn: ...
+
+    def resolve(self, path: str) -> str: ...
+
+    async def renew_once(self) -> None: ...
+
+
+@dataclass
+class _RunState:
+    """What a running command's events have told so far."""
+
+    framing: Framing
+    out: OutputBuffer
+    err: OutputBuffer
+    on_output: OutputCallback | None = None
+    execution_id: str | None = None
+    exit_code: int | None = None
+    error: str | None = None
+    seen: dict[str, bool] = field(default_factory=lambda: {"stdout": False, "stderr": False})
+
+    def done(self) -> bool:
+        return self.exit_code is not None or bool(self.error)
+
+    def handle(self, event: Mapping[str, Any]) -> Awaitable[None] | None:
+        kind = event.get("type")
+        if kind == "init":
+            self.execution_id = str(event.get("text") or "") or None
+        elif kind in ("stdout", "stderr"):
+            self.seen[kind] = True
+            piece = rebuild(self.framing, str(event.get("text", "")))
+            (self.out if kind == "stdout" else self.err).add(piece)
+            if self.on_output is not None:
+                return self.on_output(kind, piece)
+        elif kind == "execution_complete":
+            self.exit_code = 0
+        elif kind == "error":
+            error = event.get("error") or {}
+            if error.get("ename") == "CommandExecError":
+                try:
+                    self.exit_code = int(str(error.get("evalue", "")).strip())
+                except ValueError:
+                    self.error = str(error.get("evalue", ""))[:300]
+            else:
+                self.error = f"{error.get('ename')}: {error.get('evalue')}"[:300]
+        return None
+
+    def rebuilt(self) -> tuple[str, str, bool]:
+        return self.out.text(), self.err.text(), self.out.truncated or self.err.truncated
+
+
+class Commands:
+    """Runs commands in the lifecycle's sandbox with the session's defaults."""
+
+    def __init__(
+        self,
+        lifecycle: Lifecycle,
+        *,
+        env: Mapping[str, str],
+        default_timeout: float | None,
+        max_output: int,
+        runner: Runner | None = None,
+    ) -> None:
+        self._life = lifecycle
+        # What file commands run through: the session's public `run` (so that everything a
+        # session runs goes through one door), else this facet's own.
+        self._runner: Runner = runner or self._run_plain
+        self._env = dict(env)
+        self._timeout_default = default_timeout
+        self._max_output = max_output
+
+    @property
+    def default_timeout(self) -> float | None:
+        return self._timeout_default
+
+    # -- run ----------------------------------------------------------------------------------
+    async def run(
+        self,
+        command: str | Sequence[str],
+        *,
+        cwd: str | None,
+        env: Mapping[str, str] | None,
+        timeout: float | None,
+        on_output: OutputCallback | None,
+        max_output: int | None,
+        plain_lines: bool,
+    ) -> CommandResult:
+        """`AsyncSandboxSession.run` (see there); `timeout` is already the effective limit."""
+        text = _validate.command_text(command)
+        limit = _validate.timeout(timeout, allow_none=True)
+        cap = _validate.output_cap(self._max_output if max_output is None else max_output)
+        envs = {**self._env, **_validate.env(env)}
+        ctx = await self._life.context()
+        workdir = ctx.working_dir if cwd is None else self._life.resolve(cwd)
+        text, sent_cwd = await self.literal_cwd(text, workdir, ctx)
+        body = command_body(text, cwd=sent_cwd, env=envs, timeout=limit)
+        state = _RunState(ctx.framing, OutputBuffer(cap), OutputBuffer(cap), on_output)
+        started = time.monotonic()
+        await self._stream(ctx, body, state, limit, cap, where=cwd if cwd is not None else workdir)
+        elapsed = time.monotonic() - started
+        exit_code = await self._exit_code(ctx, state, workdir)
+        try:
+            stdout, stderr, truncated = await self._final_output(ctx, state, cap, plain_lines)
+        except Exception as exc:
+            await self._life.fail(exc, "read a command's output", execd=ctx.execd)
+        if limit is not None and elapsed >= limit * 0.98 and exit_code in (-1, 137, 143):
+            raise CommandTimeoutError(
+                f"Command timed out after {limit:g} s and was stopped.",
+                timeout=limit,
+                stdout=stdout,
+                stderr=stderr,
+                truncated=truncated,
+            )
+        return CommandResult(
+            exit_code=exit_code,
+            stdout=stdout,
+            stderr=stderr,
+            truncated=truncated,
+            duration=elapsed,
+            execution_id=state.execution_id,
+        )
+
+    async def _stream(
+        self,
+        ctx: Context,
+        body: Mapping[str, Any],
+        state: _RunState,
+        limit: float | None,
+        cap: int,
+        *,
+        where: str,
+    ) -> None:
+        """Read the command's events until it ends; on timeout or cancellation stop it."""
+        grace = None if limit is None else limit + min(10.0, 2.0 + limit * 0.1)
+        try:
+            async with asyncio.timeout(grace), renewing(self._life):
+                # Reading stops at the completion (or error) event: execd holds the stream open
+                # for a second after it, and sends nothing more.
+                await read_events(ctx.execd, body, state.handle, done=state.done)
+        except TimeoutError:
+            await self.interrupt(ctx.execd, state.execution_id)
+            stdout, stderr, cut = await _bounded(
+                self._final_output(ctx, state, cap, False), 10.0, state.rebuilt()
+            )
+            raise CommandTimeoutError(
+                f"Command timed out after {limit:g} s and was stopped.",
+                timeout=limit or 0.0,
+                stdout=stdout,
+                stderr=stderr,
+                truncated=cut,
+            ) from None
+        except asyncio.CancelledError:
+            await self.interrupt(ctx.execd, state.execution_id, output_dir=ctx.output_dir)
+            raise
+        except Exception as exc:
+            if isinstance(exc, ExecdError) and _MISSING_CWD in exc.message.lower():
+                # v1.0.18 says only this; v1.0.19 adds the stat error ("no such file ...").
+                raise new_path_error(FileNotFoundError, errno.ENOENT, where) from None
+            await self._life.fail(exc, "run a command", execd=ctx.execd, path=where)
+
+    async def _exit_code(self, ctx: Context, state: _RunState, workdir: str) -> int:
+        """The finished command's exit code, or the error its stream ended with."""
+        if state.exit_code is not None:
+            return state.exit_code
+        _discard_outputs(ctx, state.execution_id)
+        if state.error:
+            mapped = path_error(state.error, workdir)
+            if mapped is not None:
+                raise mapped
+            raise ServerError(
+                f"The command could not run in sandbox {self._life.sandbox_id}: {state.error}"
+            )
+        await self._life.fail(
+            ServerError(
+                f"The command's output stream in sandbox {self._life.sandbox_id} ended before "
+                "the command finished.",
+                retryable=False,
+            ),
+            "run a command",
+            execd=ctx.execd,
+        )
+
+    async def _final_output(
+        self, ctx: Context, state: _RunState, cap: int, plain_lines: bool
+    ) -> tuple[str, str, bool]:
+        """A finished command's stdout, stderr and whether the cap cut either.
+
+        Line-framed execd (LEGACY): read from the raw files execd kept (only a stream that had
+        events, at most `cap` + 1 bytes of it), so the output is byte-exact; with `plain_lines`
+        the events are exact already and the files are only deleted. MODERN: the events are
+        exact. Either way execd's files for the command are deleted (one request, in the
+        background). Where a file cannot be read, the output rebuilt from the events is used.
+        """
+        rebuilt = state.rebuilt()
+        execution_id = state.execution_id
+        if ctx.output_dir is None or not execution_id or not COMMAND_ID.fullmatch(execution_id):
+            return rebuilt
+        base = posixpath.join(ctx.output_dir, execution_id)
+        wanted = state.seen["stdout"] or state.seen["stderr"]
+        if ctx.framing is not Framing.LEGACY or plain_lines or not wanted:
+            ctx.execd.discard_later([base + ".stdout", base + ".stderr"])
+            return rebuilt
+        raw_out, raw_err = await ctx.execd.take_outputs(
+            base, stdout=state.seen["stdout"], stderr=state.seen["stderr"], limit=cap + 1
+        )
+        if (raw_out is None or raw_err is None) and self._life.sandbox_id not in WARNED_REBUILT:
+            WARNED_REBUILT.add(self._life.sandbox_id)
+            logger.warning(
+                "Sandbox %s: the raw output files of command %s were not found, so its output "
+                "is rebuilt from line events (a missing final newline and \\r\\n line endings "
+                "are not kept exactly).",
+                self._life.sandbox_id,
+                execution_id,
+            )
+        texts: list[str] = []
+        truncated = False
+        for raw, buffer in ((raw_out, state.out), (raw_err, state.err)):
+            exact = buffer if raw is None else _exact(raw, cap)
+            texts.append(exact.text())
+            truncated = truncated or exact.truncated
+        return texts[0], texts[1], truncated
+
+    async def interrupt(
+        self, execd: ExecdClient, execution_id: str | None, *, output_dir: str | None = None
+    ) -> None:
+        """Stop a running command's process group (and delete execd's output files of it when
+        `output_dir` is given); never raises, never hangs."""
+        if not execution_id:
+            return
+
+        async def send() -> None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(10):
+                    await execd.interrupt(execution_id)
+            if output_dir and COMMAND_ID.fullmatch(execution_id):
+                base = posixpath.join(output_dir, execution_id)
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(10):
+                        await execd.discard_files([base + ".stdout", base + ".stderr"])
+
+        task = asyncio.ensure_future(send())
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(task)
+
+    # -- helpers for the files facet and background processes -------------------------------
+    async def file_command(
+        self,
+        argv: list[str],
+        *,
+        timeout: float,
+        cwd: str | None = None,
+        max_output: int | None = None,
+    ) -> CommandResult:
+        """Run one of the file commands (`_files`), with messages in English; a tool missing
+        from the sandbox image is a ServerError that names it, never a path error."""
+        token = STALL_TIMEOUT.set(self._life.stall_timeout)
+        try:
+            result = await self._runner(
+                ["env", "LC_ALL=C", *argv], cwd=cwd, timeout=timeout, max_output=max_output
+            )
+        finally:
+            STALL_TIMEOUT.reset(token)
+        if result.exit_code in (126, 127):
+            raise ServerError(
+                f"Could not run `{argv[0]}` in sandbox {self._life.sandbox_id} "
+                f"({result.stderr.strip()[:200]}): this file operation needs it in the sandbox "
+                "image (GNU coreutils and findutils)."
+            )
+        return result
+
+    async def _run_plain(
+        self,
+        command: Sequence[str],
+        *,
+        cwd: str | None,
+        timeout: float | None,
+        max_output: int | None,
+    ) -> CommandResult:
+        return await self.run(
+            command,
+            cwd=cwd,
+            env=None,
+            timeout=timeout,
+            on_output=None,
+            max_output=max_output,
+            plain_lines=False,
+        )
+
+    async def literal_cwd(
+        self, command: str | Sequence[str], workdir: str, ctx: Context | None = None
+    ) -> tuple[str, str]:
+        """The command text and `cwd` to send so that a command starts in `workdir` exactly.
+
+        execd expands `$` and a leading `~` in a command's `cwd` field too, so such a directory
+        is entered by the command itself (`cd -- <quoted>`, from `/`), after the same check that
+        execd makes of its `cwd` (missing: FileNotFoundError; not a directory:
+        NotADirectoryError). Used by `run` and `start_background`.
+        """
+        text = _validate.command_text(command)
+        if _files.cwd_is_literal(workdir):
+            return text, workdir
+        ctx = ctx or await self._life.context()
+        if workdir != ctx.working_dir:  # the working dir was entered by the probe
+            check = ["find", "-H", workdir, "-maxdepth", "0", "-printf", "%y"]
+            result = await self.file_command(check, timeout=60, cwd="/")
+            if result.exit_code != 0:
+                text_error = _files.error_text(result.stderr)
+                raise path_error(text_error, workdir) or OSError(
+                    errno.EIO, text_error or "could not inspect the directory", workdir
+                )
+            if result.stdout != "d":
+                raise new_path_error(NotADirectoryError, errno.ENOTDIR, workdir)
+        return _files.with_cwd(text, workdir), "/"
+
+    async def background_body(
+        self,
+        command: str | Sequence[str],
+        *,
+        cwd: str | None,
+        env: Mapping[str, str] | None,
+        timeout: float | None,
+    ) -> dict[str, Any]:
+        """The request body that starts `command` in the background (see `_background`)."""
+        limit = _validate.timeout(timeout, allow_none=True)
+        envs = {**self._env, **_validate.env(env)}
+        ctx = await self._life.context()
+        workdir = ctx.working_dir if cwd is None else self._life.resolve(cwd)
+        text, sent_cwd = await self.literal_cwd(command, workdir, ctx)
+        return command_body(text, cwd=sent_cwd, env=envs, timeout=limit, background=True)
+
+
+def _exact(raw: bytes, cap: int) -> OutputBuffer:
+    """A buffer holding a raw output file's text, cut at `cap` bytes on a character boundary."""
+    exact = OutputBuffer(cap)
+    if len(raw) > cap:
+        exact.truncated = True
+        raw = whole_characters(raw[:cap])
+    exact.add(decode_output(raw))
+    return exact
+
+
+def _discard_outputs(ctx: Context, execution_id: str | None) -> None:
+    if ctx.output_dir is not None and execution_id and COMMAND_ID.fullmatch(execution_id):
+        base = posixpath.join(ctx.output_dir, execution_id)
+        ctx.execd.discard_later([base + ".stdout", base + ".stderr"])
+
+
+async def _bounded(
+    work: Awaitable[tuple[str, str, bool]], seconds: float, fallback: tuple[str, str, bool]
+) -> tuple[str, str, bool]:
+    """`work`'s result, or `fallback` if it fails or takes longer than `seconds`."""
+    try:
+        async with asyncio.timeout(seconds):
+            return await work
+    except Exception:
+        return fallback

@@ -1,0 +1,241 @@
+"""How a failed request is described: the pieces the error boundary (`_errors`) and the doctor share.
+
+No exception classes here (they are in `_errors`) and no I/O:
+
+- `chain`, `find`: walk an exception's causes, each once even if they loop;
+- `address_of`, `key_was_sent`: what the request in a chain was sent to, and with which headers;
+- `describe_transport`: what went wrong when no HTTP answer came (refused, unknown host, TLS to a
+  plain-HTTP server, untrusted certificate, no answer in time, dropped connection), the fix, and
+  whether retrying can help;
+- `parse_error_body`, `body_text`, `body_message`, `html_hint`: what an error answer says, short
+  and scrubbed (an HTML page is named, never pasted);
+- `scrub`: remove secrets from text that is about to be shown.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import ssl
+from typing import Any
+
+import httpx
+
+__all__ = [
+    "DOMAIN_FIX",
+    "address_of",
+    "body_message",
+    "body_text",
+    "chain",
+    "describe_transport",
+    "find",
+    "html_hint",
+    "is_connect_error",
+    "key_was_sent",
+    "parse_error_body",
+    "scrub",
+]
+
+KEY_HEADER = "open-sandbox-api-key"
+DOMAIN_FIX = (
+    "Check that the OpenSandbox server is running there, or set OPEN_SANDBOX_DOMAIN (or "
+    "domain=) to the host:port it listens on."
+)
+# Texts of an OpenSSL handshake that met a plain-HTTP answer.
+_PLAIN_HTTP = ("wrong_version_number", "wrong version number", "record layer", "packet length")
+# getaddrinfo codes that say the name does not exist (as opposed to "try again").
+_NO_SUCH_NAME = {
+    getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA") if hasattr(socket, name)
+}
+
+
+_SECRETISH = re.compile(r"(?i)(api[-_ ]?key|authorization|token)([\"':= ]+)([^\s\"',}]+)")
+
+
+def scrub(text: str, *secrets: str | None) -> str:
+    """Remove secrets from text that is about to be shown to a user."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return _SECRETISH.sub(r"\1\2***", text)
+
+
+def chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and its causes (`__cause__`, else `__context__`), each once even if they loop."""
+    out: list[BaseException] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        out.append(current)
+        current = current.__cause__ or current.__context__
+    return out
+
+
+def find(exc: BaseException, kind: type[BaseException] | tuple[type[BaseException], ...]) -> Any:
+    return next((e for e in chain(exc) if isinstance(e, kind)), None)
+
+
+def address_of(exc: BaseException, fallback: str | None) -> str | None:
+    """`scheme://host:port` of the request an httpx error in the chain was sending."""
+    for item in chain(exc):
+        if isinstance(item, httpx.RequestError | httpx.HTTPStatusError):
+            try:
+                url = item.request.url
+            except RuntimeError:  # an error built without its request
+                continue
+            if url.host:
+                port = f":{url.port}" if url.port is not None else ""
+                return f"{url.scheme}://{url.host}{port}"
+    return fallback
+
+
+def key_was_sent(exc: BaseException) -> bool | None:
+    for item in chain(exc):
+        if isinstance(item, httpx.RequestError | httpx.HTTPStatusError):
+            try:
+                return bool(item.request.headers.get(KEY_HEADER))
+            except RuntimeError:
+                continue
+    return None
+
+
+def is_connect_error(exc: BaseException) -> bool:
+    """Whether the chain holds a failure to connect: the request never reached the server."""
+    kinds = (httpx.ConnectError, httpx.ConnectTimeout, ConnectionRefusedError, socket.gaierror)
+    return find(exc, kinds) is not None
+
+
+def describe_transport(exc: BaseException, at: str | None) -> tuple[str, bool] | None:
+    """(what happened and what to do, retryable) for a failure without an HTTP answer.
+
+    `at` is the address tried (`scheme://host:port`); None when the chain holds no such failure.
+    """
+    there = f" at {at}" if at else ""
+    ssl_error = find(exc, ssl.SSLError)
+    if ssl_error is not None:
+        text = " ".join(str(e) for e in chain(exc)).lower()
+        reason = scrub(str(getattr(ssl_error, "reason", None) or ssl_error))[:200]
+        if any(marker in text for marker in _PLAIN_HTTP):
+            plain = at.replace("https://", "", 1) if at else "host:port"
+            hint = (
+                f"the TLS handshake{there} failed ({reason}): the server probably speaks plain "
+                f"http on that port. Drop https:// from OPEN_SANDBOX_DOMAIN (use {plain}), or "
+                "put a TLS-terminating proxy in front of the server."
+            )
+        elif "certificate" in text:
+            hint = (
+                f"the TLS certificate of the server{there} is not trusted ({reason}). Install "
+                "its CA on this machine (SSL_CERT_FILE) or use a certificate a public CA signed."
+            )
+        else:
+            hint = f"the TLS handshake{there} failed ({reason}): check that the server speaks TLS."
+        return hint, False
+    if find(exc, httpx.ConnectTimeout) is not None:
+        return (
+            f"could not connect to the server{there} in time (no answer to the TCP "
+            f"handshake). {DOMAIN_FIX}",
+            True,
+        )
+    if find(exc, (httpx.TimeoutException, TimeoutError)) is not None:
+        return (
+            f"the server{there} accepted the connection but did not answer in time. "
+            "It may be hung or overloaded (read its log), or another program holds the port.",
+            True,
+        )
+    dns = find(exc, socket.gaierror)
+    if dns is not None or mentions_dns(exc):
+        missing = dns is None or dns.errno in _NO_SUCH_NAME
+        return (
+            f"the host of {at or 'the server address'} could not be resolved. Check "
+            "the host name in OPEN_SANDBOX_DOMAIN (or domain=): it must be the OpenSandbox "
+            "server's host:port.",
+            not missing,
+        )
+    if is_connect_error(exc):
+        return (
+            f"nothing accepted the connection{there} (connection refused). {DOMAIN_FIX}",
+            True,
+        )
+    if find(exc, (httpx.RemoteProtocolError, httpx.ReadError, ConnectionError)) is not None:
+        tls = (
+            " If the server uses TLS, write the domain as https://host:port."
+            if at and at.startswith("http://")
+            else ""
+        )
+        return (
+            f"the server{there} closed the connection without an answer.{tls}",
+            True,
+        )
+    if find(exc, httpx.TransportError) is not None:
+        return (
+            f"the connection{there} failed "
+            f"({type(find(exc, httpx.TransportError)).__name__}). {DOMAIN_FIX}",
+            True,
+        )
+    return None
+
+
+def mentions_dns(exc: BaseException) -> bool:
+    text = " ".join(str(e) for e in chain(exc)).lower()
+    return any(
+        marker in text
+        for marker in (
+            "name or service not known",
+            "nodename nor servname",
+            "temporary failure in name resolution",
+            "getaddrinfo failed",
+            "no address associated",
+        )
+    )
+
+
+def parse_error_body(body: bytes) -> tuple[str, str, bool]:
+    """(code, message, from_execd) of an execd or proxy error body.
+
+    execd's own error codes are upper snake case without a component prefix such as `DOCKER::`
+    or `SANDBOX_`; errors of the server (or its proxy) carry one of those.
+    """
+    code, message, from_execd = "", body_text(body), False
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        detail = data.get("detail")
+        if isinstance(detail, dict):  # FastAPI-style error from the server's proxy
+            data = detail
+        code = str(data.get("code") or "")
+        message = scrub(str(data.get("message") or message))[:500]
+        from_execd = bool(code) and "::" not in code and not code.startswith("SANDBOX")
+    return code, message, from_execd
+
+
+def body_text(body: bytes) -> str:
+    """What an error body says, short and scrubbed (an HTML page is named, not pasted)."""
+    text = body[:4096].decode("utf-8", "replace")
+    if text.lstrip()[:1] == "<":
+        return html_hint(len(body))
+    return scrub(text[:500])
+
+
+def html_hint(size: int) -> str:
+    # Some other web server's page (a proxy, a dashboard): its HTML helps nobody.
+    return (
+        f"the answer is an HTML page ({size} characters), not OpenSandbox's JSON: "
+        "check that the domain is the OpenSandbox server's address and port"
+    )
+
+
+def body_message(response: httpx.Response) -> str:
+    try:
+        data = response.json()
+    except Exception:
+        text = response.text if not response.is_stream_consumed or response.content else ""
+        if text.lstrip()[:1] == "<":
+            return html_hint(len(text))
+        return scrub(text[:300])
+    if isinstance(data, dict):
+        return scrub(str(data.get("message") or data.get("detail") or data)[:300])
+    return scrub(str(data)[:300])

@@ -1,0 +1,369 @@
+"""Snapshots: keep a sandbox's files at one moment, and start new sandboxes from them.
+
+Built on the server's snapshot API through the SDK's public lifecycle service:
+`POST /sandboxes/{id}/snapshots`, `GET|DELETE /snapshots/{id}`, and a create with `snapshotId`.
+
+What opensandbox-server 1.1.1 does on Docker (see docs/scaling.md, with a live test as evidence):
+a snapshot is a `docker commit` of the container, `Ready` about 0.6 s after it was asked for; it
+keeps files (anywhere in the root filesystem), not processes, memory or mounted volumes. A
+sandbox created from it gets the source's labels too, so `restore_snapshot` always sets a fresh
+ownership tag (and the caller's metadata) over the inherited ones: the restored sandbox belongs
+to whoever restored it, and the source owner's cleanup (by its tag) never finds it.
+
+Runtimes without snapshots (Kubernetes without a snapshot committer, servers before the API)
+raise `SnapshotsUnsupportedError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from . import _errors
+from ._config import Connection, validate_env
+from ._errors import ConfigurationError, SandboxUnavailableError, ServerError
+from ._session import (
+    LIBRARY_KEY,
+    LIBRARY_VALUE,
+    OWNER_KEY,
+    AsyncSandboxSession,
+    _is_lost_response,
+)
+
+__all__ = [
+    "SnapshotRef",
+    "SnapshotsUnsupportedError",
+    "delete_snapshot",
+    "get_snapshot",
+    "list_snapshots",
+    "restore_snapshot",
+    "snapshot_sandbox",
+]
+
+logger = logging.getLogger(__name__)
+
+_POLL = 0.2  # seconds between state checks
+_GONE = frozenset({"terminated", "failed", "stopping", "deleting", "deleted", "error"})
+
+
+class SnapshotsUnsupportedError(ServerError):
+    """The server's runtime cannot take or restore snapshots (or the server predates them)."""
+
+
+@dataclass(frozen=True)
+class SnapshotRef:
+    """A snapshot as the server reports it: `id` (pass it to `restore_snapshot`), the source
+    `sandbox_id`, its `state` (`Creating`, `Ready`, `Failed`, ...) and optional `name`."""
+
+    id: str
+    sandbox_id: str
+    state: str
+    name: str | None = None
+    created_at: datetime | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.state.lower() == "ready"
+
+
+def _ref(info: Any) -> SnapshotRef:
+    status = getattr(info, "status", None)
+    return SnapshotRef(
+        id=str(info.id),
+        sandbox_id=str(info.sandbox_id),
+        state=str(getattr(status, "state", "") or ""),
+        name=getattr(info, "name", None),
+        created_at=getattr(info, "created_at", None),
+    )
+
+
+@contextlib.asynccontextmanager
+async def _service(connection: Connection | None) -> AsyncIterator[Any]:
+    from opensandbox.adapters.factory import AdapterFactory
+
+    config = (connection or Connection()).build_sdk_config().with_transport_if_missing()
+    try:
+        yield AdapterFactory(config).create_sandbox_service()
+    finally:
+        with contextlib.suppress(Exception):
+            await config.close_transport_if_owned()
+
+
+def _unsupported(exc: BaseException, action: str) -> None:
+    """Raise `SnapshotsUnsupportedError` when `exc` says the runtime has no snapshots."""
+    status = getattr(exc, "status_code", None)
+    code = str(getattr(getattr(exc, "error", None), "code", "") or "")
+    if status in (405, 501) or "UNSUPPORTED_RUNTIME" in code or "NOT_IMPLEMENTED" in code:
+        detail = _errors.scrub(str(getattr(getattr(exc, "error", None), "message", "") or exc))
+        raise SnapshotsUnsupportedError(
+            f"Could not {action}: this server's runtime does not support snapshots (HTTP "
+            f"{status}: {detail}). opensandbox-server 1.1.1 takes them on Docker; on Kubernetes "
+            "the runtime needs a snapshot committer. Without snapshots, keep state in files you "
+            "copy out, or in a mounted volume.",
+            status_code=status,
+        ) from exc
+
+
+def _sandbox_id_of(sandbox: AsyncSandboxSession | str) -> str:
+    if isinstance(sandbox, AsyncSandboxSession):
+        if sandbox.id is None:
+            raise ConfigurationError(
+                "The session has no sandbox yet: start it (await session.start()) before taking "
+                "a snapshot."
+            )
+        return sandbox.id
+    if not isinstance(sandbox, str) or not sandbox.strip():
+        raise ConfigurationError("Pass a session or a non-empty sandbox id to snapshot.")
+    return sandbox.strip()
+
+
+def _check_id(snapshot_id: object) -> str:
+    if not isinstance(snapshot_id, str) or not snapshot_id.strip():
+        raise ConfigurationError(f"snapshot_id must be a non-empty string, got {snapshot_id!r}.")
+    return snapshot_id.strip()
+
+
+async def snapshot_sandbox(
+    sandbox: AsyncSandboxSession | str,
+    *,
+    name: str | None = None,
+    connection: Connection | None = None,
+    wait: bool = True,
+    timeout: float = 120.0,
+) -> SnapshotRef:
+    """Snapshot a sandbox's files (a session, or a sandbox id) and return the snapshot.
+
+    With `wait=True` (the default) this returns once the snapshot is `Ready`: only then does a
+    later change in the sandbox stay out of it. Raises `SnapshotsUnsupportedError` when the
+    runtime has no snapshots, `ServerError` when the snapshot fails or is not ready in `timeout`.
+    """
+    from opensandbox.models.sandboxes import CreateSnapshotRequest
+
+    sandbox_id = _sandbox_id_of(sandbox)
+    if connection is None and isinstance(sandbox, AsyncSandboxSession):
+        connection = sandbox.connection
+    started = time.monotonic()
+    async with _service(connection) as service:
+        try:
+            info = await service.create_snapshot(sandbox_id, CreateSnapshotRequest(name=name))
+        except Exception as exc:
+            _unsupported(exc, "snapshot the sandbox")
+            _errors.translate(exc, action="snapshot the sandbox", sandbox_id=sandbox_id)
+        ref = _ref(info)
+        while wait and not ref.ready:
+            if ref.state.lower() == "failed" or time.monotonic() - started > timeout:
+                raise ServerError(
+                    f"Snapshot {ref.id} of sandbox {sandbox_id} did not become ready within "
+                    f"{timeout:g} s (its state is {ref.state!r}). Check the server's log; delete "
+                    "it with delete_snapshot() and try again.",
+                    retryable=ref.state.lower() != "failed",
+                )
+            await asyncio.sleep(_POLL)
+            try:
+                ref = _ref(await service.get_snapshot(ref.id))
+            except Exception as exc:
+                _errors.translate(exc, action=f"read snapshot {ref.id}")
+    logger.info(
+        "Snapshot %s of sandbox %s is %s (%.2f s)",
+        ref.id,
+        sandbox_id,
+        ref.state,
+        time.monotonic() - started,
+    )
+    return ref
+
+
+async def get_snapshot(
+    snapshot_id: str, connection: Connection | None = None
+) -> SnapshotRef | None:
+    """The snapshot with this id, or None when it does not exist (any more)."""
+    snapshot_id = _check_id(snapshot_id)
+    async with _service(connection) as service:
+        try:
+            return _ref(await service.get_snapshot(snapshot_id))
+        except Exception as exc:
+            if _errors.is_not_found(exc):
+                return None
+            _unsupported(exc, "read a snapshot")
+            _errors.translate(exc, action=f"read snapshot {snapshot_id}")
+
+
+async def list_snapshots(
+    connection: Connection | None = None, *, sandbox_id: str | None = None
+) -> list[SnapshotRef]:
+    """The server's snapshots, or those taken of one sandbox (`sandbox_id`)."""
+    from opensandbox.models.sandboxes import SnapshotFilter
+
+    found: list[SnapshotRef] = []
+    async with _service(connection) as service:
+        page = 1
+        while True:
+            try:
+                result = await service.list_snapshots(
+                    SnapshotFilter(sandbox_id=sandbox_id, page=page, page_size=100)
+                )
+            except Exception as exc:
+                _unsupported(exc, "list snapshots")
+                _errors.translate(exc, action="list snapshots")
+            found.extend(_ref(info) for info in result.snapshot_infos)
+            if not result.pagination.has_next_page:
+                return found
+            page += 1
+
+
+async def delete_snapshot(snapshot_id: str, connection: Connection | None = None) -> bool:
+    """Delete a snapshot (on Docker: its image). False, quietly, when it was already gone.
+
+    Delete the sandboxes created from it first: on Docker the image of a running sandbox
+    cannot be removed.
+    """
+    snapshot_id = _check_id(snapshot_id)
+    async with _service(connection) as service:
+        try:
+            await service.delete_snapshot(snapshot_id)
+        except Exception as exc:
+            if _errors.is_not_found(exc):
+                return False
+            _unsupported(exc, "delete a snapshot")
+            _errors.translate(exc, action=f"delete snapshot {snapshot_id}")
+    logger.info("Deleted snapshot %s", snapshot_id)
+    return True
+
+
+async def restore_snapshot(
+    snapshot_id: str,
+    *,
+    connection: Connection | None = None,
+    metadata: Mapping[str, str] | None = None,
+    lifetime: float | None = 1800.0,
+    resource: Mapping[str, str] | None = None,
+    ready_timeout: float = 90.0,
+    recover_timeout: float = 30.0,
+    **session_options: Any,
+) -> AsyncSandboxSession:
+    """Create a sandbox from a snapshot and return a session that owns it (ready for commands).
+
+    The new sandbox has the snapshot's files; it is a new sandbox with a new id, and it belongs
+    to the caller: a fresh ownership tag and `metadata` are set over the labels it inherits from
+    the snapshot's source, so cleanup by the source's owner never touches it. Like a session
+    that created its sandbox, the returned session destroys it on leaving `async with` or on
+    `destroy()`. `session_options` go to `AsyncSandboxSession` (`working_dir`, `env`, ...).
+
+    A create whose answer is lost is recovered by the ownership tag (never a duplicate). Raises
+    `SnapshotsUnsupportedError` when the runtime cannot restore snapshots.
+    """
+    from opensandbox.models.sandboxes import SandboxFilter
+
+    snapshot_id = _check_id(snapshot_id)
+    connection = connection or Connection()
+    extra = validate_env(metadata or {})
+    if lifetime is not None and (isinstance(lifetime, bool) or not lifetime >= 60):
+        raise ConfigurationError(f"lifetime must be None or at least 60 seconds, got {lifetime!r}.")
+    token = uuid.uuid4().hex
+    labels = {**extra, OWNER_KEY: token, LIBRARY_KEY: LIBRARY_VALUE}
+    started = time.monotonic()
+    async with _service(connection) as service:
+        try:
+            created = await service.create_sandbox(
+                spec=None,
+                entrypoint=None,
+                env={},
+                metadata=labels,
+                timeout=timedelta(seconds=lifetime) if lifetime else None,
+                resource=dict(resource or {"cpu": "1", "memory": "2Gi"}),
+                network_policy=None,
+                extensions={},
+                volumes=None,
+                snapshot_id=snapshot_id,
+            )
+            sandbox_id = str(created.id)
+        except Exception as exc:
+            _unsupported(exc, "restore a snapshot")
+            if not _is_lost_response(exc):
+                _errors.translate(exc, action=f"create a sandbox from snapshot {snapshot_id}")
+            logger.warning(
+                "The create answer for snapshot %s was lost (%s); looking for it by its tag",
+                snapshot_id,
+                type(exc).__name__,
+            )
+            sandbox_id = await _find_by_tag(service, SandboxFilter, token, recover_timeout, exc)
+        session = AsyncSandboxSession.attach(sandbox_id, connection=connection, **session_options)
+        # The session is the creator: it owns the sandbox and carries its tag.
+        session._owned = True
+        session._owner_token = token
+        try:
+            await _wait_usable(service, session, sandbox_id, ready_timeout)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await session.destroy()
+            raise
+    logger.info(
+        "Restored snapshot %s as sandbox %s (%.2f s)",
+        snapshot_id,
+        sandbox_id,
+        time.monotonic() - started,
+    )
+    return session
+
+
+async def _find_by_tag(
+    service: Any, sandbox_filter: Any, token: str, budget: float, cause: Exception
+) -> str:
+    deadline = time.monotonic() + budget
+    while True:
+        with contextlib.suppress(Exception):
+            result = await service.list_sandboxes(
+                sandbox_filter(metadata={OWNER_KEY: token}, page_size=20)
+            )
+            mine = sorted(
+                (s for s in result.sandbox_infos if (s.metadata or {}).get(OWNER_KEY) == token),
+                key=lambda s: s.created_at,
+            )
+            if mine:
+                return str(mine[0].id)
+        if time.monotonic() >= deadline:
+            raise ServerError(
+                "Could not restore the snapshot: the server's answer was lost and no sandbox with "
+                f"this call's tag appeared within {budget:g} s. It is safe to retry.",
+                retryable=True,
+            ) from cause
+        await asyncio.sleep(0.5)
+
+
+async def _wait_usable(
+    service: Any, session: AsyncSandboxSession, sandbox_id: str, budget: float
+) -> None:
+    """Wait until the restored sandbox runs and its daemon answers a first command."""
+    deadline = time.monotonic() + budget
+    while True:
+        try:
+            info = await service.get_sandbox_info(sandbox_id)
+            state = str(getattr(info.status, "state", "") or "").lower()
+        except Exception:  # not listed yet; the deadline below decides
+            state = ""
+        if state in _GONE:
+            raise SandboxUnavailableError(
+                f"Sandbox {sandbox_id}, created from a snapshot, ended in state {state!r} before "
+                "it could be used. Check the server's log.",
+                sandbox_id=sandbox_id,
+            )
+        if state == "running":
+            try:
+                await session.run("true", timeout=30)
+                return
+            except (SandboxUnavailableError, ServerError):
+                pass  # its daemon is still starting
+        if time.monotonic() >= deadline:
+            raise SandboxUnavailableError(
+                f"Sandbox {sandbox_id}, created from a snapshot, did not answer within "
+                f"{budget:g} s (state {state or 'unknown'!r}).",
+                sandbox_id=sandbox_id,
+            )
+        await asyncio.sleep(_POLL * 2)

@@ -1,0 +1,116 @@
+"""The fake execd's canned commands: what it answers when no callback does."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from opensandbox_core._framing import PROBE_COMMAND, PROBE_OUTPUT
+
+from ._model import _TMP, _TMP_MARK, FakeCommand, FakeOutcome
+
+
+def _printf(fmt: str, args: list[str]) -> bytes:
+    """printf's format escapes and `%s`/`%d`/`%%` (what the canned commands need)."""
+    escapes = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", "a": "\a", "0": "\0"}
+    out: list[str] = []
+    items = iter(args)
+    i = 0
+    while i < len(fmt):
+        char = fmt[i]
+        if char == "\\" and i + 1 < len(fmt):
+            octal = re.match(r"[0-7]{1,3}", fmt[i + 1 :])
+            if octal:
+                out.append(chr(int(octal[0], 8)))
+                i += 1 + len(octal[0])
+                continue
+            out.append(escapes.get(fmt[i + 1], "\\" + fmt[i + 1]))
+            i += 2
+            continue
+        if char == "%" and i + 1 < len(fmt):
+            spec = fmt[i + 1]
+            out.append("%" if spec == "%" else next(items, ""))
+            i += 2
+            continue
+        out.append(char)
+        i += 1
+    # Characters below 256 are bytes (octal escapes), the rest UTF-8 text.
+    return b"".join(c.encode("latin-1") if ord(c) < 256 else c.encode() for c in out)
+
+
+def _probe(command: FakeCommand) -> FakeOutcome:
+    match = re.search(r"cd -- ('[^']*'|\S+) &&", command.command)
+    workdir = shlex.split(match[1])[0] if match else (command.cwd or "/")
+    command.sandbox.dirs.add(workdir)
+    command.sandbox._parents(workdir + "/x")
+    stderr = f"{workdir}\n{_TMP_MARK}{_TMP}\n".encode()
+    return FakeOutcome(stdout=PROBE_OUTPUT, stderr=stderr)
+
+
+def canned(command: FakeCommand) -> FakeOutcome:
+    if PROBE_COMMAND in command.command and _TMP_MARK in command.command:
+        return _probe(command)
+    argv = command.argv
+    box = command.sandbox
+    if not argv:
+        return FakeOutcome(exit_code=0 if argv == [] else 2)
+    if argv[0] == "env":
+        argv = argv[1:]
+        while argv and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", argv[0]):
+            argv = argv[1:]
+        if not argv:
+            return FakeOutcome()
+    to_stderr = argv[-1] == ">&2"
+    if to_stderr:
+        argv = argv[:-1]
+    name, args = argv[0], argv[1:]
+    out: bytes | None = None
+    if name == "printf" and args:
+        out = _printf(args[0], args[1:])
+    elif name == "echo":
+        newline = args[:1] != ["-n"]
+        out = (" ".join(args if newline else args[1:]) + ("\n" if newline else "")).encode()
+    elif name in ("true", ":"):
+        out = b""
+    elif name == "false":
+        return FakeOutcome(exit_code=1)
+    elif name == "exit":
+        return FakeOutcome(exit_code=int(args[0]) if args else 0)
+    elif name == "sleep" and args:
+        return FakeOutcome(delay=float(args[0]))
+    elif name == "cat" and args:
+        path = args[-1]
+        if path not in box.files:
+            return FakeOutcome(
+                stderr=f"cat: {path}: No such file or directory\n".encode(), exit_code=1
+            )
+        out = box.files[path].data
+    elif name == "sh" and len(args) == 7 and args[0] == "-c" and "mv" in args[1]:
+        # The library's atomic rename: sh -c SCRIPT sh TEMP TARGET PARENT MODE.
+        temp, target, parent = args[3], args[4], args[5]
+        if temp not in box.files:
+            return FakeOutcome(stderr=f"mv: cannot stat '{temp}'\n".encode(), exit_code=1)
+        if parent:
+            box._parents(parent + "/x")
+        old = box.files.get(target)
+        moved = box.files.pop(temp)
+        if old is not None and args[6] == "=":
+            moved.mode = old.mode
+        box._parents(target)
+        box.files[target] = moved
+        out = b""
+    elif name == "mkdir":
+        for path in [a for a in args if a.startswith("/")]:
+            box._parents(path + "/x")
+        out = b""
+    elif name == "rm":
+        for path in [a for a in args if a.startswith("/")]:
+            box.files.pop(path, None)
+            prefix = path.rstrip("/") + "/"
+            box.dirs = {d for d in box.dirs if d != path and not d.startswith(prefix)}
+            box.files = {p: f for p, f in box.files.items() if not p.startswith(prefix)}
+        out = b""
+    if out is None:
+        message = f"fake execd: no canned behaviour for {command.command[:80]!r}\n"
+        return FakeOutcome(stderr=message.encode(), exit_code=127)
+    return FakeOutcome(stderr=out) if to_stderr else FakeOutcome(stdout=out)

@@ -1,0 +1,336 @@
+"""`FakeOpenSandbox`: the lifecycle API, the dispatch to each sandbox's execd, and faults."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import httpx
+
+from opensandbox_core._config import Connection
+
+from . import _routes
+from ._canned import canned
+from ._model import (
+    _EXECD_PORT,
+    _TMP,
+    CommandHandler,
+    FakeCommand,
+    FakeFile,
+    FakeOutcome,
+    FakeSandbox,
+    Route,
+)
+
+__all__ = ["FakeOpenSandbox"]
+
+
+class FakeOpenSandbox:
+    """A fake OpenSandbox server with fake sandboxes; see the module docstring.
+
+    `framing` is "legacy" (execd 1.0.17-1.0.19) or "modern" (1.1). `raw_output_files=False`
+    makes a legacy daemon keep no raw output files (older layouts), so the library falls back
+    to the events. `on_command` answers commands before the canned table.
+    """
+
+    def __init__(
+        self,
+        *,
+        framing: Literal["legacy", "modern"] = "legacy",
+        on_command: CommandHandler | None = None,
+        raw_output_files: bool = True,
+        domain: str | None = None,
+        api_key: str = "fake-api-key",
+    ) -> None:
+        if framing not in ("legacy", "modern"):
+            raise ValueError(f"framing must be 'legacy' or 'modern', got {framing!r}.")
+        self.framing = framing
+        self.on_command = on_command
+        self.raw_output_files = raw_output_files
+        # A fresh domain per fake: the library caches what it learns per (domain, sandbox).
+        self.domain = domain or f"fake-{uuid.uuid4().hex[:8]}.opensandbox.test:8080"
+        self.api_key = api_key
+        self.sandboxes: dict[str, FakeSandbox] = {}
+        self.created: list[str] = []
+        self.deleted: list[str] = []
+        self.requests: list[httpx.Request] = []
+        self.routes: list[Route] = []
+        self._faults: dict[Route, list[tuple[str, int]]] = {}
+        self._cut_after: int | None = None
+        self.transport = httpx.MockTransport(self._handle)
+
+    def __repr__(self) -> str:
+        return f"FakeOpenSandbox(framing={self.framing!r}, sandboxes={len(self.sandboxes)})"
+
+    def connection(self, **kwargs: Any) -> Connection:
+        """A `Connection` whose every request goes to this fake."""
+        return Connection(
+            domain=self.domain, api_key=self.api_key, transport=self.transport, **kwargs
+        )
+
+    # -- faults ---------------------------------------------------------------------------
+    def fail_next(self, route: Route, *, status: int = 503, times: int = 1) -> None:
+        """The next `times` requests of `route` get HTTP `status` (and change nothing)."""
+        self._faults.setdefault(route, []).extend([("status", status)] * times)
+
+    def lose_next(self, route: Route, *, times: int = 1) -> None:
+        """The next `times` requests of `route` take effect, then their answer is lost (the
+        connection drops: httpx.RemoteProtocolError)."""
+        self._faults.setdefault(route, []).extend([("lose", 0)] * times)
+
+    def hang_next(self, route: Route, *, times: int = 1) -> None:
+        """The next `times` requests of `route` never get an answer."""
+        self._faults.setdefault(route, []).extend([("hang", 0)] * times)
+
+    def cut_stream_after(self, events: int | None) -> None:
+        """Command streams drop their connection after this many events (None: never)."""
+        self._cut_after = events
+
+    def count(self, route: Route) -> int:
+        """How many requests of `route` arrived (faulty ones included)."""
+        return self.routes.count(route)
+
+    def sandbox(self, sandbox_id: str | None = None) -> FakeSandbox:
+        """A sandbox by id, or the only one there is."""
+        if sandbox_id is not None:
+            return self.sandboxes[sandbox_id]
+        if len(self.sandboxes) != 1:
+            raise LookupError(f"There are {len(self.sandboxes)} fake sandboxes; pass an id.")
+        return next(iter(self.sandboxes.values()))
+
+    def add_sandbox(self, sandbox_id: str = "sbx-fake", **metadata: str) -> FakeSandbox:
+        """A sandbox that exists already (to attach to)."""
+        box = FakeSandbox(sandbox_id, dict(metadata), {}, datetime.now(UTC))
+        self.sandboxes[sandbox_id] = box
+        return box
+
+    # -- dispatch -------------------------------------------------------------------------
+    async def _handle(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        host = request.url.host
+        if host.startswith("execd-"):
+            box = self.sandboxes.get(host[len("execd-") :].split(".")[0])
+            route, answer = self._execd_route(request)
+            if box is None:
+                return await self._faulted(route, request, lambda: _routes.refused())
+            return await self._faulted(route, request, lambda: answer(box, request))
+        route, lifecycle = self._lifecycle_route(request)
+        return await self._faulted(route, request, lambda: lifecycle(request))
+
+    async def _faulted(
+        self, route: Route, request: httpx.Request, answer: Callable[[], Any]
+    ) -> httpx.Response:
+        self.routes.append(route)
+        pending = self._faults.get(route)
+        fault = pending.pop(0) if pending else None
+        if fault is not None and fault[0] == "status":
+            return _routes.error(fault[1], "UNAVAILABLE", "fake fault: the service is unavailable.")
+        if fault is not None and fault[0] == "hang":
+            await asyncio.Event().wait()
+        result = answer()
+        response: httpx.Response = await result if asyncio.iscoroutine(result) else result
+        if fault is not None and fault[0] == "lose":
+            raise httpx.RemoteProtocolError("fake fault: the answer was lost", request=request)
+        return response
+
+    def _lifecycle_route(
+        self, request: httpx.Request
+    ) -> tuple[Route, Callable[[httpx.Request], httpx.Response]]:
+        parts = [p for p in request.url.path.split("/") if p]
+        if parts and parts[0] == "v1":
+            parts = parts[1:]
+        method = request.method
+        if parts == ["sandboxes"]:
+            return ("create", self._create) if method == "POST" else ("list", self._list)
+        if len(parts) == 2 and method == "DELETE":
+            return "delete", self._delete
+        if len(parts) == 2:
+            return "get", self._get
+        if len(parts) == 3 and parts[2] == "renew-expiration":
+            return "renew", self._renew
+        if len(parts) == 4 and parts[2] == "endpoints":
+            return "endpoint", self._endpoint
+        return "get", lambda r: _routes.error(404, "NOT_FOUND", f"no route {method} {r.url.path}")
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def _create(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content or b"{}")
+        sandbox_id = f"sbx{uuid.uuid4().hex[:12]}"
+        box = FakeSandbox(
+            sandbox_id,
+            {str(k): str(v) for k, v in (body.get("metadata") or {}).items()},
+            {str(k): str(v) for k, v in (body.get("env") or {}).items()},
+            datetime.now(UTC),
+        )
+        self.sandboxes[sandbox_id] = box
+        self.created.append(sandbox_id)
+        return httpx.Response(202, json=self._info(box))
+
+    def _info(self, box: FakeSandbox) -> dict[str, Any]:
+        return {
+            "id": box.id,
+            "status": {"state": "Running"},
+            "entrypoint": ["tail", "-f", "/dev/null"],
+            "createdAt": box.created_at.isoformat(),
+            "expiresAt": box.created_at.isoformat(),
+            "metadata": box.metadata,
+            "image": {"uri": "fake"},
+        }
+
+    def _sandbox_or_404(self, request: httpx.Request) -> FakeSandbox | httpx.Response:
+        sandbox_id = [p for p in request.url.path.split("/") if p and p != "v1"][1]
+        box = self.sandboxes.get(sandbox_id)
+        if box is None:
+            return _routes.error(404, "SANDBOX_NOT_FOUND", f"Sandbox {sandbox_id} not found")
+        return box
+
+    def _get(self, request: httpx.Request) -> httpx.Response:
+        box = self._sandbox_or_404(request)
+        return box if isinstance(box, httpx.Response) else httpx.Response(200, json=self._info(box))
+
+    def _list(self, request: httpx.Request) -> httpx.Response:
+        wanted = dict(
+            item.split("=", 1) for item in request.url.params.get_list("metadata") if "=" in item
+        )
+        items = [
+            self._info(box)
+            for box in self.sandboxes.values()
+            if all(box.metadata.get(k) == v for k, v in wanted.items())
+        ]
+        page = {"page": 1, "pageSize": 20, "totalItems": len(items), "totalPages": 1}
+        return httpx.Response(
+            200, json={"items": items, "pagination": {**page, "hasNextPage": False}}
+        )
+
+    def _delete(self, request: httpx.Request) -> httpx.Response:
+        box = self._sandbox_or_404(request)
+        if isinstance(box, httpx.Response):
+            return box
+        del self.sandboxes[box.id]
+        self.deleted.append(box.id)
+        return httpx.Response(204)
+
+    def _renew(self, request: httpx.Request) -> httpx.Response:
+        box = self._sandbox_or_404(request)
+        if isinstance(box, httpx.Response):
+            return box
+        box.renewals += 1
+        return httpx.Response(200, json={"expiresAt": datetime.now(UTC).isoformat()})
+
+    def _endpoint(self, request: httpx.Request) -> httpx.Response:
+        box = self._sandbox_or_404(request)
+        if isinstance(box, httpx.Response):
+            return box
+        endpoint = f"execd-{box.id}.fake:{_EXECD_PORT}"
+        return httpx.Response(200, json={"endpoint": endpoint, "headers": {}})
+
+    # -- execd ----------------------------------------------------------------------------
+    def _execd_route(
+        self, request: httpx.Request
+    ) -> tuple[Route, Callable[[FakeSandbox, httpx.Request], Any]]:
+        path, method = request.url.path, request.method
+        table: dict[tuple[str, str], tuple[Route, Callable[[FakeSandbox, httpx.Request], Any]]]
+        table = {
+            ("GET", "/ping"): ("ping", lambda b, r: httpx.Response(200)),
+            ("POST", "/command"): ("command", self._command),
+            ("DELETE", "/command"): ("interrupt", _routes.interrupt),
+            ("GET", "/files/download"): ("download", _routes.download),
+            ("POST", "/files/upload"): ("upload", _routes.upload),
+            ("GET", "/files/info"): ("info", _routes.file_info),
+            ("GET", "/directories/list"): ("list_dir", _routes.list_dir),
+            ("POST", "/directories"): ("make_dirs", _routes.make_dirs),
+            ("POST", "/files/mv"): ("move", _routes.move),
+            ("DELETE", "/files"): ("remove", _routes.remove_files),
+            ("DELETE", "/directories"): ("remove", _routes.remove_dirs),
+        }
+        if method == "GET" and path.startswith("/command/status/"):
+            return "status", _routes.status
+        found = table.get((method, path))
+        if found is None:
+            return "ping", lambda b, r: httpx.Response(404, text="404 page not found")
+        return found
+
+    def _command(self, box: FakeSandbox, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content or b"{}")
+        timeout = body.get("timeout")
+        command = FakeCommand(
+            command=str(body.get("command", "")),
+            cwd=body.get("cwd"),
+            env=dict(body.get("envs") or {}),
+            timeout_ms=int(timeout) if timeout is not None else None,
+            sandbox=box,
+            body=body,
+        )
+        box.commands.append(command)
+        cwd = command.cwd
+        if cwd and cwd not in box.dirs:
+            message = (
+                "invalid request, validation error working directory does not exist: "
+                f"{cwd}: stat {cwd}: no such file or directory"
+            )
+            return _routes.error(400, "INVALID_REQUEST_BODY", message)
+        outcome = (self.on_command(command) if self.on_command else None) or canned(command)
+        execution_id = uuid.uuid4().hex
+        stream = self._stream(box, execution_id, command, outcome, request)
+        return httpx.Response(200, headers={"Content-Type": "text/event-stream"}, content=stream)
+
+    async def _stream(
+        self,
+        box: FakeSandbox,
+        execution_id: str,
+        command: FakeCommand,
+        outcome: FakeOutcome,
+        request: httpx.Request,
+    ) -> AsyncIterator[bytes]:
+        legacy = self.framing == "legacy"
+        if legacy and self.raw_output_files:
+            box.files[f"{_TMP}/{execution_id}.stdout"] = FakeFile(outcome.stdout, 0o755)
+            box.files[f"{_TMP}/{execution_id}.stderr"] = FakeFile(outcome.stderr, 0o755)
+        status: dict[str, Any] = {"id": execution_id, "content": command.command, "running": True}
+        box.statuses[execution_id] = status
+        events = [_routes.event("init", execution_id), _routes.event("ping", "pong")]
+        for kind, raw in (("stdout", outcome.stdout), ("stderr", outcome.stderr)):
+            events += [_routes.event(kind, text) for text in _routes.texts(raw, legacy=legacy)]
+        sent = 0
+        cut = self._cut_after
+        killed = command.timeout_ms is not None and outcome.delay * 1000 > command.timeout_ms
+        for index, event in enumerate(events):
+            if cut is not None and sent >= cut:
+                raise httpx.RemoteProtocolError("fake fault: stream cut", request=request)
+            if index == 2 and outcome.delay:
+                wait = outcome.delay
+                if killed and command.timeout_ms is not None:
+                    wait = command.timeout_ms / 1000
+                await self._sleep(box, execution_id, wait)
+            yield event
+            sent += 1
+        if not events[2:] and outcome.delay:
+            wait = min(outcome.delay, (command.timeout_ms or 1e12) / 1000)
+            await self._sleep(box, execution_id, wait)
+        if cut is not None and sent >= cut:
+            raise httpx.RemoteProtocolError("fake fault: stream cut", request=request)
+        status["running"] = False
+        if execution_id in box.interrupted:
+            status.update(exit_code=-1, error="signal: terminated")
+            yield _routes.error_event("-1", ["signal: terminated"])
+        elif killed:
+            status.update(exit_code=-1, error="signal: killed")
+            yield _routes.error_event("-1", ["signal: killed"])
+        elif outcome.exit_code:
+            status["exit_code"] = outcome.exit_code
+            yield _routes.error_event(str(outcome.exit_code), [f"exit status {outcome.exit_code}"])
+        else:
+            status["exit_code"] = 0
+            yield _routes.event("execution_complete", None, execution_time=1)
+
+    @staticmethod
+    async def _sleep(box: FakeSandbox, execution_id: str, seconds: float) -> None:
+        step = 0.01
+        waited = 0.0
+        while waited < seconds and execution_id not in box.interrupted:
+            await asyncio.sleep(min(step, seconds - waited))
+            waited += step

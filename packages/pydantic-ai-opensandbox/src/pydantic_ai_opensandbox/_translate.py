@@ -1,0 +1,202 @@
+"""The translation layer of the Pydantic AI adapter: the core's errors as the workspace protocol's,
+refs and connections as the core's, the asyncio requirement, and a create that finishes even when
+its caller is cancelled.
+
+One table (`_ERROR_TABLE`) turns the core's errors into the workspace protocol's. Anything not
+listed propagates unchanged: the builtin path errors (FileNotFoundError, IsADirectoryError, ...),
+and the core's `ServerError`, which durable engines retry as transient.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import posixpath
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
+
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.workspaces import (
+    FileEntry,
+    WorkspaceError,
+    WorkspaceOutputLimitError,
+    WorkspaceRef,
+    WorkspaceTimeoutError,
+    WorkspaceUnavailableError,
+)
+
+from opensandbox_core import (
+    AuthenticationError,
+    CommandTimeoutError,
+    ConfigurationError,
+    Connection,
+    OutputLimitError,
+    SandboxUnavailableError,
+    destroy_sandbox,
+)
+
+__all__ = [
+    "PROVIDER",
+    "check_ref",
+    "core_connection",
+    "destroy_by_id",
+    "file_entry",
+    "require_asyncio",
+    "run_to_completion",
+    "running_on_asyncio",
+    "translate",
+]
+
+PROVIDER: Final = "opensandbox"
+"""`WorkspaceRef.provider` of every sandbox this package creates or attaches to."""
+
+if TYPE_CHECKING:
+    from opensandbox.config import ConnectionConfig
+
+_T = TypeVar("_T")
+
+_sniffio: Any
+try:
+    import sniffio as _sniffio
+except (
+    ModuleNotFoundError
+):  # pragma: no cover - Trio depends on sniffio, so without it no Trio runs
+    _sniffio = None
+
+
+def running_on_asyncio() -> bool:
+    if _sniffio is not None:
+        try:
+            return bool(_sniffio.current_async_library() == "asyncio")
+        except _sniffio.AsyncLibraryNotFoundError:
+            return False
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def require_asyncio() -> None:
+    """Raise `UserError` unless the caller runs on asyncio (the OpenSandbox SDK needs it)."""
+    if not running_on_asyncio():
+        raise UserError(
+            "OpenSandbox needs the asyncio event loop: the OpenSandbox SDK and its HTTP clients run "
+            "on asyncio only, so it cannot be used under Trio. Run the agent with asyncio."
+        )
+
+
+# -- the error table ------------------------------------------------------------------------------
+# | core error                                  | raised as                                          |
+# |---------------------------------------------|----------------------------------------------------|
+# | SandboxUnavailableError (UnsupportedDaemon) | WorkspaceUnavailableError, same message            |
+# | CommandTimeoutError                         | WorkspaceTimeoutError, with the partial output     |
+# | OutputLimitError                            | WorkspaceOutputLimitError                          |
+# | ConfigurationError, refused API key         | WorkspaceUnavailableError (no retry can fix it)    |
+# | ConfigurationError while starting           | WorkspaceError (e.g. working_dir not creatable)    |
+# | ConfigurationError in an operation          | ValueError (a bad argument, such as removing '/')  |
+# | FileNotFoundError from `run`                | WorkspaceError: the working directory is gone      |
+#
+# Every execd generation whose output can be rebuilt exactly works (1.1, and line-framed v1.0.17 to
+# v1.0.19, whose output the core reads from execd's raw output files); only v1.0.16 and older,
+# which drop blank lines, raise UnsupportedDaemonError, whose message names the image to use.
+
+
+def _unavailable(exc: BaseException, *, starting: bool) -> Exception:
+    return WorkspaceUnavailableError(str(exc))
+
+
+def _timeout(exc: BaseException, *, starting: bool) -> Exception:
+    assert isinstance(exc, CommandTimeoutError)
+    return WorkspaceTimeoutError(str(exc), stdout=exc.stdout, stderr=exc.stderr)
+
+
+def _output_limit(exc: BaseException, *, starting: bool) -> Exception:
+    assert isinstance(exc, OutputLimitError)
+    return WorkspaceOutputLimitError(str(exc), limit=exc.limit)
+
+
+def _configuration(exc: BaseException, *, starting: bool) -> Exception:
+    if starting:
+        return WorkspaceError(str(exc))
+    return ValueError(str(exc))
+
+
+_ERROR_TABLE: Final[tuple[tuple[type[BaseException], Callable[..., Exception]], ...]] = (
+    (SandboxUnavailableError, _unavailable),
+    (AuthenticationError, _unavailable),
+    (CommandTimeoutError, _timeout),
+    (OutputLimitError, _output_limit),
+    (ConfigurationError, _configuration),
+)
+
+
+def translate(exc: BaseException, *, starting: bool = False) -> NoReturn:
+    """Raise the workspace error the table gives for `exc`, or `exc` itself."""
+    for core_type, convert in _ERROR_TABLE:
+        if isinstance(exc, core_type):
+            raise convert(exc, starting=starting) from exc
+    raise exc
+
+
+async def run_to_completion(start: Callable[[], Awaitable[_T]]) -> _T:
+    """Await `start()` in its own task and see it finish even if the caller is cancelled meanwhile.
+
+    Used for a create, so that a sandbox the server made is always recorded; the caller's
+    cancellation is re-raised once it has.
+    """
+    task: asyncio.Future[_T] = asyncio.ensure_future(start())
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait([task])
+        except asyncio.CancelledError as error:
+            cancelled = error
+    if cancelled is not None:
+        if not task.cancelled():
+            task.exception()  # retrieved, so asyncio does not log it as never retrieved
+        raise cancelled
+    return task.result()
+
+
+# -- the adapter's types ----------------------------------------------------------------------
+
+
+def check_ref(ref: WorkspaceRef) -> None:
+    if not isinstance(ref, WorkspaceRef):
+        raise TypeError(f"ref must be a WorkspaceRef, got {type(ref).__name__}.")
+    if ref.provider != PROVIDER:
+        raise ValueError(f"unsupported workspace provider {ref.provider!r}; expected 'opensandbox'")
+    if not ref.id.strip():
+        raise ValueError("OpenSandbox workspace ref id cannot be empty")
+
+
+def core_connection(connection: ConnectionConfig | None) -> Connection:
+    """The core's `Connection` for an SDK config used as given, or for the environment."""
+    if connection is None:
+        return Connection()
+    from opensandbox.config import ConnectionConfig
+
+    if not isinstance(connection, ConnectionConfig):
+        raise TypeError(
+            "connection must be an opensandbox.config.ConnectionConfig or None, "
+            f"got {type(connection).__name__}."
+        )
+    return Connection.from_sdk_config(connection)
+
+
+async def destroy_by_id(sandbox_id: str, connection: ConnectionConfig | None) -> None:
+    """Delete a sandbox by id; quiet when it is already gone."""
+    require_asyncio()
+    try:
+        await destroy_sandbox(sandbox_id, core_connection(connection))
+    except Exception as exc:
+        translate(exc, starting=True)
+
+
+def file_entry(info: Any, path: str) -> FileEntry:
+    return FileEntry(
+        name=posixpath.basename(path.rstrip("/")) or "/",
+        path=path,
+        is_dir=bool(info.is_dir),
+        size=None if info.is_dir else int(info.size),
+    )

@@ -1,0 +1,43 @@
+"""Pause and resume, live: the server's state, the paused error, work after resume, ownership."""
+
+from __future__ import annotations
+
+import pytest
+
+from opensandbox_core import (
+    OWNER_KEY,
+    AsyncSandboxSession,
+    SandboxSpec,
+    SandboxUnavailableError,
+    list_sandboxes,
+)
+
+
+async def _state(session: AsyncSandboxSession) -> str:
+    assert session.id is not None
+    found = {s.id: s for s in await list_sandboxes(metadata={OWNER_KEY: session.owner_token})}
+    return found[session.id].state.lower()
+
+
+async def test_pause_blocks_work_and_resume_restores_it(sandbox_image: str) -> None:
+    async with AsyncSandboxSession(SandboxSpec(image=sandbox_image)) as sb:
+        await sb.write_bytes("kept.txt", b"before the pause")
+        started = await sb.start_background("sleep 300")
+        await sb.pause()
+        assert await _state(sb) == "paused"
+        assert sb.owned  # pausing keeps ownership: leaving `async with` still destroys it
+        with pytest.raises(SandboxUnavailableError, match=r"paused.*resume\(\)"):
+            await sb.run("echo never")
+        with pytest.raises(SandboxUnavailableError, match="resume"):
+            await sb.read_bytes("kept.txt")
+        await sb.pause()  # pausing a paused sandbox is quiet
+
+        await sb.resume()
+        assert await _state(sb) == "running"
+        result = await sb.run("echo back")
+        assert (result.exit_code, result.stdout) == (0, "back\n")
+        assert await sb.read_bytes("kept.txt") == b"before the pause"
+        assert (await started.status()).running  # its processes survived the pause
+        await sb.resume()  # resuming a running sandbox is quiet
+        sandbox_id = sb.id
+    assert sandbox_id not in {s.id for s in await list_sandboxes()}  # destroyed by its owner

@@ -1,0 +1,103 @@
+"""Leftovers on the testbed: judged by idle time and owner, never by age alone.
+
+Four sandboxes of these packages, all tagged for this test only: a dead one (its entrypoint exits
+with an error: the server lists it as Failed), one without expiry (kept until deleted), one in use
+(expiring, renewed by a command just run) and one without expiry of another owner.
+`--remove-older-than 0s` removes only the dead one; with `--owner` and `--include-no-expiry` the
+owner's idle sandbox goes too, while the other owner's and the one in use stay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from datetime import timedelta
+
+import httpx
+
+from opensandbox_core import (
+    LIBRARY_KEY,
+    AsyncSandboxSession,
+    Connection,
+    SandboxSpec,
+    destroy_sandbox,
+    list_sandboxes,
+)
+from opensandbox_core._admin import LIBRARY_VALUE
+from opensandbox_core._doctor import DoctorOptions, run_doctor
+
+
+async def _dead_sandbox(env: dict[str, str], image: str, tag: dict[str, str]) -> str:
+    async with httpx.AsyncClient(
+        base_url=f"http://{env['OPEN_SANDBOX_DOMAIN']}",
+        headers={"OPEN-SANDBOX-API-KEY": env["OPEN_SANDBOX_API_KEY"]},
+        timeout=60,
+    ) as client:
+        response = await client.post(
+            "/v1/sandboxes",
+            json={
+                "image": {"uri": image},
+                "entrypoint": ["/bin/sh", "-c", "exit 3"],
+                "timeout": 600,
+                "resourceLimits": {"cpu": "1", "memory": "256Mi"},
+                "env": {},
+                "metadata": {LIBRARY_KEY: LIBRARY_VALUE, **tag},
+            },
+        )
+        assert response.is_success, response.text
+        sandbox_id = str(response.json()["id"])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            info = (await client.get(f"/v1/sandboxes/{sandbox_id}")).json()
+            if str(info["status"]["state"]).lower() == "failed":
+                return sandbox_id
+            await asyncio.sleep(1)
+    raise AssertionError(f"sandbox {sandbox_id} never reached state Failed")
+
+
+async def test_leftovers_by_idle_time_and_owner(
+    testbed_env: dict[str, str], sandbox_image: str
+) -> None:
+    tag = {"osb-doctor-test": uuid.uuid4().hex}
+    connection = Connection()
+    kept = AsyncSandboxSession(SandboxSpec(image=sandbox_image, metadata=tag, lifetime=None))
+    in_use = AsyncSandboxSession(SandboxSpec(image=sandbox_image, metadata=tag, lifetime=600))
+    other = AsyncSandboxSession(SandboxSpec(image=sandbox_image, metadata=tag, lifetime=None))
+    ids: list[str] = []
+    try:
+        ids += [await s.start() for s in (kept, in_use, other)]
+        dead = await _dead_sandbox(testbed_env, sandbox_image, tag)
+        ids.append(dead)
+        await kept.aclose()  # left behind on purpose
+        await other.aclose()
+        assert (await in_use.run("true")).exit_code == 0
+
+        def options(**extra: object) -> DoctorOptions:
+            return DoctorOptions(skip_sandbox=True, match=tag, **extra)  # type: ignore[arg-type]
+
+        results = await run_doctor(options(stale_after=timedelta(0)))
+        report = {r.name: r for r in results}["leftovers"]
+        assert (report.status, report.data["stale"]) == ("WARN", [dead])
+        assert "1 expiring" in report.summary and "2 without expiry" in report.summary
+
+        # What docs/kubernetes.md used to recommend, at its most aggressive: only the dead one.
+        results = await run_doctor(options(remove_older_than=timedelta(0)))
+        report = {r.name: r for r in results}["leftovers"]
+        assert (report.status, report.data["removed"]) == ("PASS", [dead])
+        left = {s.id for s in await list_sandboxes(connection, metadata=tag)}
+        assert left == {kept.id, in_use.id, other.id}
+
+        # The owner's idle sandbox, counted without expiry: the other owner's and the one in use stay.
+        results = await run_doctor(
+            options(remove_older_than=timedelta(0), owner=kept.owner_token, include_no_expiry=True)
+        )
+        report = {r.name: r for r in results}["leftovers"]
+        assert (report.status, report.data["removed"]) == ("PASS", [kept.id])
+        left = {s.id for s in await list_sandboxes(connection, metadata=tag)}
+        assert left == {in_use.id, other.id}
+        assert (await in_use.run("echo still here")).stdout == "still here\n"
+    finally:
+        await in_use.destroy()
+        for sandbox_id in ids:
+            await destroy_sandbox(sandbox_id, connection)

@@ -1,0 +1,130 @@
+"""`_validate`: the argument checks shared by the core and the adapters, and `_defaults`."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from opensandbox_core import ConfigurationError, SandboxSpec
+from opensandbox_core import _defaults as defaults
+from opensandbox_core import _validate as check
+from opensandbox_core._validate import ArgumentTypeError
+
+
+@pytest.mark.parametrize(
+    ("call", "kind", "fragment"),
+    [
+        (lambda: check.timeout("5"), ArgumentTypeError, "number of seconds or None"),
+        (lambda: check.timeout(True), ArgumentTypeError, "number of seconds"),
+        (lambda: check.timeout(0), ConfigurationError, "positive, finite"),
+        (lambda: check.timeout(math.inf), ConfigurationError, "positive, finite"),
+        (lambda: check.timeout(8 * 24 * 3600), ConfigurationError, "maximum of one week"),
+        (lambda: check.timeout(None, allow_none=False), ArgumentTypeError, "number of seconds"),
+        (lambda: check.seconds(0.5, "lifetime", minimum=1), ConfigurationError, ">= 1"),
+        (lambda: check.seconds("1", "lifetime", minimum=1), ArgumentTypeError, "got str"),
+        (lambda: check.duration(-1, "timeout"), ConfigurationError, "non-negative"),
+        (lambda: check.duration("1m", "timeout"), ArgumentTypeError, "timedelta"),
+        (lambda: check.idle_lifetime(0.5), ConfigurationError, "at least one second"),
+        (lambda: check.command_text("  "), ConfigurationError, "must not be empty"),
+        (lambda: check.command_text("a\0b"), ConfigurationError, "NUL"),
+        (lambda: check.command_text(b"ls"), ArgumentTypeError, "argv"),
+        (lambda: check.command_text([]), ConfigurationError, "argv must not be empty"),
+        (lambda: check.command_text(["a", 1]), ArgumentTypeError, "got int"),
+        (lambda: check.command_text(["x" * 1_000_001]), ConfigurationError, "script file"),
+        (lambda: check.command_form("ls", False), ArgumentTypeError, "requires shell=True"),
+        (lambda: check.command_form(["ls"], True), ArgumentTypeError, "cannot be combined"),
+        (lambda: check.command_form(b"ls", False), ArgumentTypeError, "bytes command"),
+        (lambda: check.env({"A": 1}), ArgumentTypeError, "string pair"),
+        (lambda: check.env(["A"]), ArgumentTypeError, "mapping"),
+        (lambda: check.env({"A=B": "x"}), ConfigurationError, "invalid name"),
+        (lambda: check.env({"A": "x\0"}), ConfigurationError, "NUL"),
+        (lambda: check.working_dir("rel"), ConfigurationError, "absolute path"),
+        (lambda: check.path(3), ArgumentTypeError, "must be a string"),
+        (lambda: check.path(""), ConfigurationError, "must not be empty"),
+        (lambda: check.path("a\ud800"), ConfigurationError, "lone surrogate"),
+        (lambda: check.mode(0o10000), ConfigurationError, "0o644"),
+        (lambda: check.port(0), ConfigurationError, "between 1 and 65535"),
+        (lambda: check.max_output(1023), ConfigurationError, "at least 1024"),
+        (lambda: check.output_cap(-1), ConfigurationError, "non-negative"),
+        (lambda: check.non_negative_int(True, "offset"), ConfigurationError, "offset"),
+        (lambda: check.positive_int(0, "max_bytes"), ConfigurationError, "max_bytes"),
+        (lambda: check.int_between(65, "size", 1, 64), ConfigurationError, "between 1 and 64"),
+        (lambda: check.image(" "), ConfigurationError, "image reference"),
+        (lambda: check.entrypoint("tail -f"), ArgumentTypeError, "list of strings"),
+        (lambda: check.entrypoint([]), ConfigurationError, "must not be empty"),
+        (lambda: check.sandbox_id(""), ConfigurationError, "sandbox_id"),
+        (lambda: check.byte_data("text"), ArgumentTypeError, "must be bytes"),
+        (lambda: check.request_timeout(0), ConfigurationError, "request_timeout"),
+        (lambda: check.domain(""), ConfigurationError, "localhost:8080"),
+        (
+            lambda: check.one_of(None, None, create_name="image=", attach_name="ref="),
+            ConfigurationError,
+            "not neither",
+        ),
+        (
+            lambda: check.one_of(1, 2, create_name="image=", attach_name="ref="),
+            ConfigurationError,
+            "not both",
+        ),
+    ],
+)
+def test_bad_values_raise_the_documented_type_and_say_why(
+    call: Any, kind: type[Exception], fragment: str
+) -> None:
+    with pytest.raises(kind) as info:
+        call()
+    assert type(info.value) is kind
+    assert fragment in str(info.value)
+    assert str(info.value)[-1] in ".)'"  # a whole sentence
+
+
+def test_type_errors_are_configuration_errors_and_builtin_type_errors() -> None:
+    # The core's callers catch ConfigurationError; the adapters' callers TypeError or ValueError.
+    with pytest.raises(TypeError):
+        check.env({"A": 1})
+    with pytest.raises(ValueError):
+        check.env({"A": 1})
+    with pytest.raises(ConfigurationError):
+        check.env({"A": 1})
+
+
+def test_good_values_come_back_normalised() -> None:
+    assert check.timeout(5) == 5.0 and isinstance(check.timeout(5), float)
+    assert check.timeout(None) is None
+    assert check.duration(timedelta(minutes=2), "t") == 120.0
+    assert check.idle_lifetime(0) is None and check.idle_lifetime(None) is None
+    assert check.idle_lifetime(timedelta(hours=1)) == 3600.0
+    assert check.zero_is_none(0, "timeout") is None
+    assert check.command_text(["echo", "a b"]) == "echo 'a b'"
+    assert check.command_text("echo $HOME") == "echo $HOME"
+    assert check.command_form(["ls", "-l"], False) == ["ls", "-l"]
+    assert check.command_form("ls | wc", True) == "ls | wc"
+    assert check.env(None) == {} and check.env({"A": "1"}) == {"A": "1"}
+    assert check.env({"app.kubernetes.io/x=y": "1"}, what="metadata") == {
+        "app.kubernetes.io/x=y": "1"
+    }
+    assert check.working_dir(None) is None and check.working_dir("/w") == "/w"
+    assert check.sandbox_id("  sb-1 ") == "sb-1"
+    assert check.mode(None) is None and check.mode(0o4755) == 0o4755
+    assert check.byte_data(bytearray(b"x")) == b"x"
+    assert check.entrypoint(("a", "b")) == ["a", "b"]
+
+
+def test_the_spec_uses_the_same_checks_and_defaults() -> None:
+    spec = SandboxSpec(image="img")
+    assert spec.lifetime == defaults.LIFETIME == 1800.0
+    assert spec.ready_timeout == defaults.READY_TIMEOUT
+    with pytest.raises(ArgumentTypeError):
+        SandboxSpec(image="img", env={"A": 1})  # type: ignore[dict-item]
+
+
+def test_defaults_are_the_documented_values() -> None:
+    assert defaults.WORKING_DIR == "/workspace"
+    assert defaults.MAX_OUTPUT == 16 * 1024 * 1024
+    assert defaults.COMMAND_TIMEOUT == 1800.0
+    assert defaults.DOMAIN == "localhost:8080"
+    assert set(defaults.__all__) <= set(vars(defaults))
+    assert set(check.__all__) <= set(vars(check))

@@ -1,0 +1,55 @@
+"""The Pydantic AI adapter passes the core's create options through, checks with the core's
+checks (as `ValueError`/`TypeError`, or `UserError` on the capability), and does no I/O."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.workspaces import WorkspaceRef
+
+from opensandbox_core import EgressRule, NetworkPolicy, Volume
+from pydantic_ai_opensandbox import CREATE_METADATA_KEY, OpenSandbox, OpenSandboxBackend
+
+pytestmark = pytest.mark.filterwarnings("ignore::opensandbox_core.InsecureSandboxWarning")
+
+
+def test_create_options_reach_the_core_spec() -> None:
+    policy = NetworkPolicy(egress=[EgressRule("allow", "pypi.org")])
+    backend = OpenSandboxBackend(
+        image="python:3.13-slim",
+        entrypoint=["sleep", "infinity"],
+        metadata={"team": "a"},
+        volumes=[Volume("data", "/mnt/data", claim_name="shared")],
+        network_policy=policy,
+    )
+    spec = backend.session.spec
+    assert spec is not None
+    assert list(spec.entrypoint or ()) == ["sleep", "infinity"]
+    assert dict(spec.metadata) == {"team": "a", CREATE_METADATA_KEY: "true"}
+    assert spec.network_policy is policy
+    assert [v.claim_name for v in spec.volumes] == ["shared"]
+    assert backend.ref is None  # nothing was created
+
+
+def test_the_core_checks_apply() -> None:
+    with pytest.raises(ValueError, match="not both"):
+        OpenSandboxBackend(
+            image="python:3.13-slim",
+            allow_internet_access=False,
+            network_policy=NetworkPolicy(),
+        )
+    with pytest.raises(ValueError, match="image= to create a sandbox or ref="):
+        OpenSandboxBackend()
+    with pytest.raises(ValueError, match="working_dir"):
+        OpenSandboxBackend(image="python:3.13-slim", working_dir="relative")
+    with pytest.raises(TypeError):
+        OpenSandboxBackend(image="python:3.13-slim", env={"A": 1})  # type: ignore[dict-item]
+    with pytest.raises(UserError, match="sandbox_timeout"):
+        OpenSandbox(image="python:3.13-slim", sandbox_timeout=0)
+    with pytest.raises(UserError, match="working_dir"):
+        OpenSandbox(image="python:3.13-slim", working_dir="x")
+
+
+async def test_capability_pause_refuses_other_providers() -> None:
+    with pytest.raises(ValueError, match="provider"):
+        await OpenSandbox().pause(WorkspaceRef(provider="docker", id="x"))
