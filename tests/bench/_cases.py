@@ -634,7 +634,7 @@ async def deepagents_tools(ctx: Context) -> dict[str, Any]:
             "ls": "native: one argv `ls` command, escaped names as plain lines",
             "glob": "native: one `find` command as one base64 line, BaseSandbox's matcher",
             "edit": "native: download + execd's in-place /files/replace",
-            "grep": "BaseSandbox's command (inherited: already one command)",
+            "grep": "native: BaseSandbox's own command, output as one base64 line (plain lines)",
         }
         out["paged"] = await _paged_reads(ctx, f"{root}/paged")
     finally:

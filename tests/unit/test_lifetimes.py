@@ -61,7 +61,7 @@ def test_no_limit_is_none_everywhere() -> None:
             timeout=None,
             command_timeout=None,
             working_dir="/workspace",
-        )._lifetime
+        )._life.lifetime
         is None
     )
 

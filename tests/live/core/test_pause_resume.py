@@ -7,6 +7,7 @@ import pytest
 from opensandbox_core import (
     OWNER_KEY,
     AsyncSandboxSession,
+    Connection,
     SandboxSpec,
     SandboxUnavailableError,
     list_sandboxes,
@@ -41,3 +42,28 @@ async def test_pause_blocks_work_and_resume_restores_it(sandbox_image: str) -> N
         await sb.resume()  # resuming a running sandbox is quiet
         sandbox_id = sb.id
     assert sandbox_id not in {s.id for s in await list_sandboxes()}  # destroyed by its owner
+
+
+async def test_a_session_sees_a_resume_by_another_client(sandbox_image: str) -> None:
+    """A sees the sandbox paused by B; once B resumes it, A's next command works without A
+    calling resume() itself (the paused verdict is re-checked with the server)."""
+    async with AsyncSandboxSession(SandboxSpec(image=sandbox_image)) as owner:
+        assert owner.id is not None
+        a = AsyncSandboxSession.attach(owner.id, connection=Connection(request_timeout=5.0))
+        b = AsyncSandboxSession.attach(owner.id)
+        try:
+            assert (await a.run("echo before")).stdout == "before\n"
+            await b.pause()
+            # A learns of the pause from a failed call (a file request times out after 5 s; a
+            # command would wait for its own timeout), then refuses while the server agrees.
+            with pytest.raises(SandboxUnavailableError, match="paused"):
+                await a.stat("/etc/hostname")
+            with pytest.raises(SandboxUnavailableError, match="paused"):
+                await a.run("echo still paused")
+            await b.resume()
+            result = await a.run("echo after")
+            assert (result.exit_code, result.stdout) == (0, "after\n")
+            assert await a.read_bytes("/etc/hostname")
+        finally:
+            await a.aclose()
+            await b.aclose()

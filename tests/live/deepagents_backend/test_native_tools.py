@@ -1,4 +1,4 @@
-"""Native `ls` and paged `read` against BaseSandbox's own scripts on the same live sandbox.
+"""Native `ls`, `glob`, `grep`, `edit` and paged `read` against BaseSandbox's own scripts on the same live sandbox.
 
 Each native result must equal `BaseSandbox.<tool>(backend, ...)` exactly (field for field, in
 the same order), for hostile names and for files that change between pages, on every execd
@@ -14,6 +14,7 @@ from deepagents.backends.sandbox import BaseSandbox
 
 from deepagents_opensandbox_backend import OpenSandboxBackend
 from deepagents_opensandbox_backend._glob import native_glob
+from deepagents_opensandbox_backend._grep import native_grep
 from deepagents_opensandbox_backend._paging import page_cache
 from deepagents_opensandbox_backend._tools import native_edit, native_ls
 from opensandbox_core import run_blocking
@@ -360,6 +361,93 @@ async def test_aglob_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> 
     for pattern, path in GLOB_CASES[:6]:
         native = await tools_backend.aglob(pattern, path)
         assert native == await BaseSandbox.aglob(tools_backend, pattern, path), (pattern, path)
+
+
+GREP_SETUP = r"""
+set -e
+g="$1"
+rm -rf -- "$g"; mkdir -p -- "$g/src/deep" "$g/.git" "$g/.hidden-dir"
+printf 'needle one\r\nplain needle\nno match here\n' > "$g/crlf.txt"
+printf 'cr\rneedle\rend\n' > "$g/cr.txt"
+printf 'nel\xc2\x85needle\nsep\xe2\x80\xa8needle\n' > "$g/unicode.txt"
+printf 'bad\xff\xfeneedle\n\xffneedle\xff\n' > "$g/bytes.txt"
+printf '\0\1needle\0\2\n' > "$g/binary.bin"
+printf 'last needle without newline' > "$g/src/deep/tail.py"
+printf 'needle in git\n' > "$g/.git/config"
+printf 'needle hidden\n' > "$g/.hidden-dir/h.py"
+printf 'needle: colon\n' > "$g/src/a:b.py"
+printf 'needle\n' > "$g/src/name$(printf '\r')cr.py"
+printf 'needle\n' > "$g/src/bad$(printf '\377')name.py"
+for i in $(seq 1 3000); do echo "needle $i"; done > "$g/many.txt"
+"""
+GREP = f"{ROOT}/grep"
+GREP_CASES: list[tuple[str, str | None, str | None, int | None]] = [
+    ("needle", GREP, None, None),
+    ("needle", GREP, "*.py", None),
+    ("needle", GREP, "src/**/*.py", None),
+    ("needle", GREP, "**/*.txt", None),
+    ("needle", GREP, None, 10),
+    ("needle", GREP, None, 3017),
+    ("needle", GREP, "*.py", 2),
+    ("needle", f"{GREP}/many.txt", None, None),
+    ("needle", f"{GREP}/binary.bin", None, None),
+    ("\r", GREP, None, None),
+    ("\u0085needle", GREP, None, None),
+    ("\u2028", GREP, None, None),
+    ("no such text anywhere", GREP, None, None),
+    ("needle\nplain", GREP, None, None),
+    ("[", GREP, None, None),
+    ("-e", GREP, None, None),
+    ("needle", GREP, "[", None),
+    ("needle", GREP, "../*", None),
+    ("needle", GREP, "src/../../*", None),
+    ("needle", GREP, "{a,b", None),
+    ("needle", f"{GREP}/missing", None, None),
+    ("needle", f"{GREP}/missing", "a/*.py", None),
+    ("needle", f"{GREP}/.git", None, None),
+    ("needle", "grep-relative", None, None),
+    ("x", f"{ROOT}/dir", None, None),
+    ("x", f"{ROOT}/dir", "*name*", None),
+]
+
+
+def _grep_tree(backend: OpenSandboxBackend) -> None:
+    done = run_blocking(backend.session.run(["bash", "-c", GREP_SETUP, "s", GREP]))
+    assert done.exit_code == 0, done.stderr
+
+
+def test_grep_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:
+    _grep_tree(tools_backend)
+    session = tools_backend.session
+    for pattern, path, glob, cap in GREP_CASES:
+        native = tools_backend.grep(pattern, path, glob, max_count=cap)
+        base = BaseSandbox.grep(tools_backend, pattern, path, glob, max_count=cap)
+        assert native == base, (pattern, path, glob, cap)
+        answered = run_blocking(
+            native_grep(session, pattern, path, glob, cap, tools_backend.grep_exclude_dirs)
+        )
+        assert answered == base, (pattern, path, glob, cap)  # natively, not by the fallback
+    every = tools_backend.grep("needle", GREP)
+    assert every.error is None and len(every.matches or []) > 3000
+    texts = {m["text"] for m in every.matches or []}
+    assert {"sep\u2028needle", "plain needle"} <= texts
+    capped = tools_backend.grep("needle", GREP, max_count=10)
+    assert capped.truncated and len(capped.matches or []) == 10
+    names = {
+        m["path"].rsplit("/", 1)[-1] for m in tools_backend.grep("x", f"{ROOT}/dir").matches or []
+    }
+    # Names without "\n" come back whole (grep's records are lines, for BaseSandbox too).
+    assert {"plain.txt", "é中文🎉", "cr\rname", "nel\u0085name", "ls\u2028name"} <= names
+    assert "bad\ufffdname" in names  # a non-UTF-8 byte, decoded as any command output
+    assert tools_backend.grep("needle", f"{GREP}/missing").matches == []
+
+
+async def test_agrep_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:
+    _grep_tree(tools_backend)
+    for pattern, path, glob, cap in GREP_CASES[:8]:
+        native = await tools_backend.agrep(pattern, path, glob, max_count=cap)
+        base = await BaseSandbox.agrep(tools_backend, pattern, path, glob, max_count=cap)
+        assert native == base, (pattern, path, glob, cap)
 
 
 async def test_core_read_range_and_replace_text(tools_backend: OpenSandboxBackend) -> None:

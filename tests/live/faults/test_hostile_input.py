@@ -2,7 +2,9 @@
 
 Every nasty input either works exactly (bytes read back are the bytes written) or fails with the
 documented error type, within a bound; none runs a shell injection (the marker file that a
-successful injection would create never appears)."""
+successful injection would create never appears). Each scenario is one body run for every
+package through its driver (`tests/live/_drivers.py`: `hostile_ops` holds what differs between
+the packages: how a call refuses, which calls exist)."""
 
 from __future__ import annotations
 
@@ -13,13 +15,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from _drivers import PACKAGES, PRINT_ENV, HostileOps, hostile_ops, open_driver
 
-from opensandbox_core import (
-    AsyncSandboxSession,
-    ConfigurationError,
-    OpenSandboxError,
-    SandboxSpec,
-)
+from opensandbox_core import AsyncSandboxSession, OpenSandboxError
 
 BASE = "/tmp/hostile"
 MARKER = f"{BASE}/PWNED"
@@ -72,10 +70,6 @@ SPECIALS = [f"{BASE}/loop", f"{BASE}/fifo", "/dev/zero", "/proc/self/mem", f"{BA
 SETUP = f"mkdir -p {BASE}/sub && cd {BASE} && ln -sfn loop loop && mkfifo fifo && echo ready"
 
 
-def _core_errors() -> tuple[type[BaseException], ...]:
-    return (ConfigurationError, OSError, OpenSandboxError)
-
-
 async def _attempt(
     call: Callable[[], Awaitable[Any]], allowed: tuple[type[BaseException], ...]
 ) -> Any:
@@ -100,121 +94,74 @@ async def _no_injection(session: AsyncSandboxSession) -> None:
     assert (await session.run(["test", "!", "-e", "PWNED"])).exit_code == 0
 
 
-@pytest.fixture
-async def session(sandbox_image: str) -> Any:
-    async with AsyncSandboxSession(SandboxSpec(image=sandbox_image)) as sb:
-        assert (await sb.run(SETUP)).stdout == "ready\n"
-        yield sb
-
-
-async def test_core_file_methods_on_nasty_paths(session: AsyncSandboxSession) -> None:
-    allowed = _core_errors()
-    outcomes: dict[str, str] = {}
-    for index, path in enumerate(PATHS):
-        data = bytes([index % 256]) * 7 + path.encode("utf-8", "surrogatepass")
-        wrote = await _attempt(lambda p=path, d=data: session.write_bytes(p, d), allowed)
-        if wrote is None:
-            assert await session.read_bytes(path) == data, path
-            info = await session.stat(path)
-            assert info.is_file and info.size == len(data)
+async def _round_trip(ops: HostileOps, index: int, path: str, outcomes: dict[str, str]) -> None:
+    """Write, read back, stat, list, remove one path; or check its refusal and that every other
+    call on it answers (value or allowed error) without hanging."""
+    data = bytes([index % 256]) * 7 + path.encode("utf-8", "surrogatepass")
+    wrote = await _attempt(lambda: ops.write(path, data), ops.errors)
+    if wrote is None:
+        assert await ops.read(path) == data, path
+        if ops.size is not None:
+            assert await ops.size(path) == len(data), path
+        if ops.names is not None:
             parent = posixpath.dirname(path) or "."
-            names = [e.name for e in await session.list_dir(parent)]
-            assert path.rsplit("/", 1)[-1] in names, path
-            await session.remove(path)
-            assert not await session.exists(path)
-            outcomes[repr(path)[:60]] = "ok"
-        else:
-            if isinstance(wrote, ConfigurationError):  # only what the docs list
-                assert not path or "\0" in path or "\udcff" in path, path
-            for call in (session.read_bytes, session.stat, session.remove, session.list_dir):
-                await _attempt(lambda c=call, p=path: c(p), allowed)
-            outcomes[repr(path)[:60]] = type(wrote).__name__
-    for path in SPECIALS:
-        for call in (session.read_bytes, session.stat, session.list_dir, session.exists):
-            await _attempt(lambda c=call, p=path: c(p), allowed)
-        written = await _attempt(lambda p=path: session.write_bytes(p, b"x"), allowed)
-        if path != f"{BASE}/sub":
-            assert isinstance(written, OSError | OpenSandboxError), (path, written)
-    for path in (f"{BASE}/loop", f"{BASE}/fifo", "/dev/zero"):
-        assert isinstance(await _attempt(lambda p=path: session.read_bytes(p), allowed), OSError)
-    # The working directory and the root are never removed.
-    for path in ("/", "/workspace", ".", "/workspace/.."):
-        assert isinstance(
-            await _attempt(lambda p=path: session.remove(p), allowed), ConfigurationError
-        )
-    await _no_injection(session)
-    print(outcomes)
+            assert path.rsplit("/", 1)[-1] in await ops.names(parent), path
+        if ops.remove is not None and ops.exists is not None:
+            await ops.remove(path)
+            assert not await ops.exists(path), path
+        outcomes[repr(path)[:60]] = "ok"
+        return
+    assert isinstance(wrote, BaseException) and ops.refusal_ok(path, wrote), (path, wrote)
+    calls = [ops.read, ops.size, ops.names, ops.remove, ops.exists]
+    for call in [c for c in calls if c is not None]:
+        await _attempt(lambda c=call: c(path), ops.errors)
+    outcomes[repr(path)[:60]] = type(wrote).__name__
 
 
-async def test_pydantic_ai_file_methods_on_nasty_paths(sandbox_image: str) -> None:
-    from pydantic_ai_opensandbox import OpenSandboxBackend
-
-    backend = OpenSandboxBackend(image=sandbox_image)
-    allowed: tuple[type[BaseException], ...] = (OSError, ValueError, TypeError)
-    try:
-        await backend.run(SETUP, shell=True)  # noqa: S604
-        for index, path in enumerate([*PATHS, *SPECIALS]):
-            data = bytes([index % 256]) * 5
-            wrote = await _attempt(lambda p=path, d=data: backend.write_bytes(p, d), allowed)
-            if wrote is None:
-                assert await backend.read_bytes(path) == data, path
-                assert (await backend.stat(path)).size == len(data)
-                await backend.remove(path)
-                assert not await backend.exists(path)
-            else:
-                for call in (backend.read_bytes, backend.stat, backend.list_dir, backend.remove):
-                    await _attempt(lambda c=call, p=path: c(p), allowed)
-        await _no_injection(backend.session)
-    finally:
-        await backend.aclose()
-        await backend.session.destroy()
-
-
-async def test_deepagents_file_methods_on_nasty_paths(sandbox_image: str) -> None:
-    from deepagents.backends.protocol import (
-        FILE_NOT_FOUND,
-        INVALID_PATH,
-        IS_DIRECTORY,
-        PERMISSION_DENIED,
-    )
-
-    from deepagents_opensandbox_backend import OpenSandboxBackend
-
-    documented = {None, FILE_NOT_FOUND, INVALID_PATH, IS_DIRECTORY, PERMISSION_DENIED}
-    backend = await OpenSandboxBackend.acreate(image=sandbox_image)
-    try:
-        await backend.aexecute(SETUP)
-        paths = [*PATHS, *SPECIALS]
-        files = [(p, bytes([i % 256]) * 5) for i, p in enumerate(paths)]
-        async with asyncio.timeout(120):
-            uploaded = await backend.aupload_files(files)
-            downloaded = await backend.adownload_files(paths)
-        assert [u.path for u in uploaded] == paths
-        assert [d.path for d in downloaded] == paths
-        for (path, data), up, down in zip(files, uploaded, downloaded, strict=True):
-            assert up.error in documented, (path, up.error)
-            assert down.error in documented, (path, down.error)
-            if up.error is None and path not in SPECIALS:
-                assert down.content == data, path
-            if not path.startswith("/") or "\0" in path:
-                assert up.error == INVALID_PATH and down.error == INVALID_PATH
-        for path in (f"{BASE}/fifo", "/dev/zero", f"{BASE}/loop"):
-            assert (await backend.adownload_files([path]))[0].error is not None
-        await _no_injection(backend.session)
-    finally:
-        await backend.akill()
+@pytest.mark.parametrize("package", PACKAGES)
+async def test_file_methods_on_nasty_paths(package: str, sandbox_image: str) -> None:
+    async with open_driver(package, sandbox_image) as driver:
+        assert (await driver.run(SETUP, 60)) == (0, "ready\n")
+        ops = hostile_ops(driver, HUGE_ARGV)
+        outcomes: dict[str, str] = {}
+        for index, path in enumerate(PATHS):
+            await _round_trip(ops, index, path, outcomes)
+        for path in SPECIALS:
+            calls = [ops.read, ops.size, ops.names, ops.exists]
+            for call in [c for c in calls if c is not None]:
+                await _attempt(lambda c=call, p=path: c(p), ops.errors)
+            written = await _attempt(lambda p=path: ops.write(p, b"x"), ops.errors)
+            if path != f"{BASE}/sub":
+                assert isinstance(written, ops.errors), (path, written)
+        for path in (f"{BASE}/loop", f"{BASE}/fifo", "/dev/zero"):
+            assert isinstance(await _attempt(lambda p=path: ops.read(p), ops.errors), ops.errors)
+        if ops.batch is not None:  # a batch answers per path, in order, within a bound
+            files = [(p, bytes([i % 256]) * 5) for i, p in enumerate([*PATHS, *SPECIALS])]
+            async with asyncio.timeout(120):
+                errors = await ops.batch(files)
+            assert len(errors) == len(files)
+        if ops.protects_roots and ops.remove is not None:
+            # The working directory and the root are never removed.
+            remove = ops.remove
+            for path in ("/", "/workspace", ".", "/workspace/.."):
+                refused = await _attempt(lambda p=path: remove(p), ops.errors)
+                assert isinstance(refused, ValueError), (path, refused)
+        await _no_injection(driver.session)
+        print(package, outcomes)
 
 
-async def test_core_newline_in_file_name(sandbox_image: str) -> None:
-    from opensandbox_core import Connection
-
-    connection = Connection(request_timeout=5)
-    async with AsyncSandboxSession(SandboxSpec(image=sandbox_image), connection=connection) as sb:
+@pytest.mark.parametrize("package", PACKAGES)
+async def test_newline_in_file_name(package: str, sandbox_image: str) -> None:
+    async with open_driver(package, sandbox_image) as driver:
+        ops = hostile_ops(driver, HUGE_ARGV)
+        assert (await driver.run(f"mkdir -p {BASE}", 30))[0] == 0
         for name in ("a\nb", f"\n touch {MARKER}"):
-            await sb.run(["mkdir", "-p", BASE])
-            await sb.write_bytes(f"{BASE}/{name}", b"data")
-            await _no_injection(sb)
-            assert await sb.read_bytes(f"{BASE}/{name}") == b"data"
+            async with asyncio.timeout(60):
+                await ops.write(f"{BASE}/{name}", b"data")
+                await _no_injection(driver.session)
+                assert await ops.read(f"{BASE}/{name}") == b"data"
+            if ops.names is not None and "/" not in name:
+                assert name in await ops.names(BASE), name
 
 
 # -- commands ------------------------------------------------------------------------------------
@@ -234,73 +181,37 @@ BAD_ENVS: list[Any] = [
 HUGE_ARGV = ["echo", *(["y" * 100_000] * 12)]  # 1.2 MB
 
 
-async def test_core_refuses_bad_command_arguments(session: AsyncSandboxSession) -> None:
-    for command in ([], "", "   ", ["ls", "a\0b"], "echo \0", HUGE_ARGV, b"ls", 42):
-        with pytest.raises(ConfigurationError):
-            await session.run(command)  # type: ignore[arg-type]
-    for timeout in BAD_TIMEOUTS:
-        with pytest.raises(ConfigurationError):
-            await session.run("true", timeout=timeout)
-    for env in BAD_ENVS:
-        with pytest.raises(ConfigurationError):
-            await session.run("true", env=env)
-    # A huge shell string is not refused up front; it runs or fails as a result, never hangs.
-    async with asyncio.timeout(60):
-        try:
-            result = await session.run("echo " + "z" * 1_200_000, timeout=30)
-        except OpenSandboxError:
-            pass
-        else:
-            assert result.exit_code != 0 or len(result.stdout) == 1_200_001
-    # Values that are fine: `=` and newlines in values, quotes, non-ASCII.
+@pytest.mark.parametrize("package", PACKAGES)
+async def test_bad_command_arguments_are_refused(package: str, sandbox_image: str) -> None:
     env = {"A": "x=y", "B": "l1\nl2", "C": 'it\'s "q" $(touch /tmp/hostile/PWNED)', "D": "é"}
-    result = await session.run(["sh", "-c", 'printf "%s|" "$A" "$B" "$C" "$D"'], env=env)
-    assert result.stdout == "|".join(env.values()) + "|"
-    await _no_injection(session)
-
-
-async def test_pydantic_ai_refuses_bad_command_arguments(sandbox_image: str) -> None:
-    from pydantic_ai_opensandbox import OpenSandboxBackend
-
-    backend = OpenSandboxBackend(image=sandbox_image)
-    try:
-        for command, shell in (
-            ([], False),
-            ("", True),
-            ("ls", False),
-            (["ls"], True),
-            (["a\0"], False),
-            (HUGE_ARGV, False),
-            (b"ls", False),
-        ):
-            with pytest.raises((TypeError, ValueError)):
-                await backend.run(command, shell=shell)  # type: ignore[arg-type]
+    expected = "|".join(env.values()) + "|"
+    async with open_driver(package, sandbox_image, env=env) as driver:
+        ops = hostile_ops(driver, HUGE_ARGV)
+        for command in ops.bad_commands:
+            with pytest.raises(ops.argument_errors):
+                await ops.run_command(command)
         for timeout in BAD_TIMEOUTS:
-            with pytest.raises((TypeError, ValueError)):
-                await backend.run(["true"], timeout=timeout)
-        for env in BAD_ENVS:
-            with pytest.raises((TypeError, ValueError)):
-                await backend.run(["true"], env=env)
-        assert (await backend.run(["printf", "%s", "$(x)"])).stdout == "$(x)"
-    finally:
-        await backend.aclose()
-        await backend.session.destroy()
-
-
-async def test_deepagents_refuses_bad_command_arguments(sandbox_image: str) -> None:
-    from deepagents_opensandbox_backend import OpenSandboxBackend
-
-    backend = await OpenSandboxBackend.acreate(image=sandbox_image)
-    try:
-        for command in ("", "  ", "echo \0"):
-            with pytest.raises(ValueError):
-                await backend.aexecute(command)
-        for timeout in [t for t in BAD_TIMEOUTS if t != 0]:
-            with pytest.raises(ValueError):
-                await backend.aexecute("true", timeout=timeout)
-        assert (await backend.aexecute("true", timeout=0)).exit_code == 0  # 0: no limit
-        for env in BAD_ENVS:
-            with pytest.raises((ValueError, TypeError)):
-                OpenSandboxBackend.create(env=env)
-    finally:
-        await backend.akill()
+            if timeout in ops.no_limit_timeouts and type(timeout) is int:
+                assert await ops.run_timeout(timeout) == 0, timeout  # no limit, not refused
+                continue
+            with pytest.raises(ops.argument_errors):
+                await ops.run_timeout(timeout)
+        for bad_env in BAD_ENVS:
+            with pytest.raises(ops.argument_errors):
+                await ops.run_env(bad_env)
+        # A huge shell string is not refused up front; it runs or fails as a result, never hangs.
+        async with asyncio.timeout(60):
+            try:
+                code, out = await driver.run("echo " + "z" * 1_200_000, 30)
+            except (OpenSandboxError, ValueError, OSError):
+                pass
+            else:
+                assert code != 0 or len(out) == 1_200_001
+        # Values that are fine: `=` and newlines in values, quotes, non-ASCII; given at create
+        # (every package) and per call (where the package takes env per call).
+        assert await driver.run(PRINT_ENV, 30) == (0, expected)
+        if ops.env_per_call:
+            assert await ops.run_env(env) == expected
+        if ops.run_argv is not None:  # argv items are literal
+            assert await ops.run_argv(["printf", "%s", "$(x)"]) == "$(x)"
+        await _no_injection(driver.session)

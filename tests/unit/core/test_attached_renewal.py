@@ -29,8 +29,8 @@ def _attached() -> AsyncSandboxSession:
 
 
 async def _renew(session: AsyncSandboxSession, sandboxes: _Sandboxes) -> None:
-    session._renewal.last = 0.0  # the throttle has passed
-    await session._maybe_renew(SimpleNamespace(sandboxes=sandboxes))  # type: ignore[arg-type]
+    session._life.renewal.last = 0.0  # the throttle has passed
+    await session._life.maybe_renew(SimpleNamespace(sandboxes=sandboxes))  # type: ignore[arg-type]
 
 
 async def test_an_expiry_about_to_pass_is_extended() -> None:

@@ -229,10 +229,12 @@ def _session(version: str, workdir: Path, sandbox_id: str) -> Offline:
     session = AsyncSandboxSession.attach(sandbox_id, connection=OFFLINE)
     endpoint = ExecdEndpoint(base_url="http://execd.offline", headers={})
     execd = ExecdClient(endpoint, transport=httpx.MockTransport(daemon.handler), request_timeout=10)
-    session._ready = _Ready(endpoint=endpoint, framing=Framing.LEGACY, working_dir=str(workdir))
+    session._life.ready = _Ready(
+        endpoint=endpoint, framing=Framing.LEGACY, working_dir=str(workdir)
+    )
     sdk_config: Any = None
     sandboxes: Any = None
-    session._loops[asyncio.get_running_loop()] = _LoopClients(
+    session._life.loops[asyncio.get_running_loop()] = _LoopClients(
         sdk_config=sdk_config, sandboxes=sandboxes, execd=execd
     )
     session.run = commands  # type: ignore[method-assign]

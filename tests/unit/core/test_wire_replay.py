@@ -35,6 +35,7 @@ from opensandbox_core import (
 from opensandbox_core import _session as session_module
 from opensandbox_core._execd import ExecdClient, ExecdEndpoint
 from opensandbox_core._framing import EventSplitter, decode_output
+from opensandbox_core._lifecycle import SandboxLifecycle
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "execd-recordings"
 VERSIONS = ["v1.0.19", "v1.0.18"]
@@ -230,11 +231,11 @@ def attach(replay: Replay, monkeypatch: pytest.MonkeyPatch, **kwargs: Any) -> As
     async def endpoint(*args: Any, **kw: Any) -> ExecdEndpoint:
         return ExecdEndpoint(base_url=BASE_URL, headers={"X-EXECD-ACCESS-TOKEN": "t"})
 
-    def new_execd(self: AsyncSandboxSession, clients: Any, ep: ExecdEndpoint) -> ExecdClient:
+    def new_execd(self: SandboxLifecycle, clients: Any, ep: ExecdEndpoint) -> ExecdClient:
         return ExecdClient(ep, transport=transport, request_timeout=5.0)
 
-    monkeypatch.setattr(AsyncSandboxSession, "_resolve_endpoint", endpoint)
-    monkeypatch.setattr(AsyncSandboxSession, "_new_execd", new_execd)
+    monkeypatch.setattr(SandboxLifecycle, "_resolve_endpoint", endpoint)
+    monkeypatch.setattr(SandboxLifecycle, "_new_execd", new_execd)
     connection = Connection(domain="127.0.0.1:9", api_key="replay-key")
     return AsyncSandboxSession(sandbox_id="sbx-replay", connection=connection, **kwargs)
 

@@ -13,14 +13,22 @@ import posixpath
 import shlex
 import subprocess
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deepagents_opensandbox_backend._mapping import check_transfer_path, execute_timeout
-from opensandbox_core import AsyncSandboxSession, ConfigurationError, Connection, Framing
+from deepagents_opensandbox_backend._options import SandboxOptions
+from opensandbox_core import (
+    AsyncSandboxSession,
+    ConfigurationError,
+    Connection,
+    Framing,
+)
 from opensandbox_core._config import validate_env
 from opensandbox_core._execd import ExecdEndpoint
 from opensandbox_core._session import _check_timeout, _command_text, _Ready
@@ -70,7 +78,7 @@ def _session() -> AsyncSandboxSession:
         session = AsyncSandboxSession.attach(
             "sbx-offline", connection=Connection(domain="127.0.0.1:9", api_key="k" * 20)
         )
-    session._ready = _Ready(
+    session._life.ready = _Ready(
         endpoint=ExecdEndpoint(base_url="http://127.0.0.1:9", headers={}),
         framing=Framing.MODERN,
         working_dir="/workspace",
@@ -126,23 +134,6 @@ def test_huge_argv_is_refused(argv: int) -> None:
         _command_text(["echo", *(["y" * 400_000] * (argv + 2))])
 
 
-@given(value=st.one_of(st.none(), st.integers(), st.floats(), st.booleans(), ANY_TEXT))
-def test_timeout_is_a_positive_finite_number_or_refused(value: Any) -> None:
-    try:
-        got = _check_timeout(value, allow_none=True)
-    except ConfigurationError:
-        assert (
-            isinstance(value, bool | str)
-            or (isinstance(value, int | float) and (not math.isfinite(value) or value <= 0))
-            or (isinstance(value, int | float) and value > 7 * 24 * 3600)
-        )
-        return
-    if value is None:
-        assert got is None
-    else:
-        assert got == float(value) and 0 < got <= 7 * 24 * 3600
-
-
 @given(path=STRINGS)
 def test_path_resolves_to_what_it_names_or_is_refused(path: str) -> None:
     try:
@@ -168,24 +159,6 @@ def test_non_string_path_is_refused(path: Any) -> None:
 ENV_ITEMS = st.one_of(STRINGS, st.integers(), st.none(), st.binary(max_size=5))
 
 
-@given(env=st.dictionaries(ENV_ITEMS, ENV_ITEMS, max_size=5))
-def test_env_is_kept_exactly_or_refused(env: dict[Any, Any]) -> None:
-    try:
-        got = validate_env(env)
-    except ConfigurationError:
-        assert any(
-            not isinstance(k, str)
-            or not isinstance(v, str)
-            or not k
-            or "=" in k
-            or "\0" in k
-            or "\0" in v
-            for k, v in env.items()
-        )
-        return
-    assert got == env
-
-
 # -- the adapters' own argument checks ---------------------------------------------------------
 
 
@@ -201,29 +174,6 @@ def test_pydantic_command_line_is_exact_or_type_or_value_error(command: Any, she
         assert not shell and got == command and command
 
 
-@given(value=st.one_of(st.none(), st.integers(), st.floats(), st.booleans(), ANY_TEXT))
-def test_pydantic_timeout_checks(value: Any) -> None:
-    try:
-        pydantic_check_timeout(value)
-    except ValueError:
-        assert value is not None
-        return
-    assume(value is not None)
-    assert isinstance(value, int | float) and math.isfinite(value) and value > 0
-
-
-@given(env=st.dictionaries(ENV_ITEMS, ENV_ITEMS, max_size=4))
-def test_pydantic_env_checks(env: dict[Any, Any]) -> None:
-    try:
-        check_env(env)
-    except (TypeError, ValueError):
-        return
-    assert all(
-        type(k) is str and type(v) is str and k and "=" not in k and "\0" not in k + v
-        for k, v in env.items()
-    )
-
-
 @given(path=st.one_of(STRINGS, st.integers(), st.none()))
 def test_deepagents_transfer_path_check(path: Any) -> None:
     problem = check_transfer_path(path)
@@ -233,13 +183,81 @@ def test_deepagents_transfer_path_check(path: Any) -> None:
         assert problem == "invalid_path"
 
 
-@given(value=st.one_of(st.integers(), st.floats(), st.booleans(), ANY_TEXT, st.none()))
-def test_deepagents_execute_timeout(value: Any) -> None:
-    try:
-        got = execute_timeout(value)
-    except ValueError:
-        return
-    if got is None:
-        assert value == 0
+# -- one body per check, run for the core and each adapter ---------------------------------------
+
+WEEK = 7 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class _TimeoutRule:
+    """How one package takes a command timeout: its checker and what it does with None, 0 and
+    values over a week (everything else: a positive finite number is kept as a float, any other
+    value is refused with a `ValueError`)."""
+
+    check: Callable[[Any], float | None]
+    none: str  # "default" (None is kept) or "refused"
+    zero: str  # "refused" or "no limit" (0 gives None)
+    over_a_week: str  # "refused" or "kept"
+
+
+TIMEOUT_RULES = {
+    "core": _TimeoutRule(
+        lambda v: _check_timeout(v, allow_none=True), "default", "refused", "refused"
+    ),
+    "pydantic_ai": _TimeoutRule(pydantic_check_timeout, "default", "refused", "refused"),
+    # The execute tool's seconds: 0 means no limit; no upper bound of its own.
+    "deepagents": _TimeoutRule(execute_timeout, "refused", "no limit", "kept"),
+}
+
+
+@pytest.mark.parametrize("package", list(TIMEOUT_RULES))
+@given(value=st.one_of(st.none(), st.integers(), st.floats(), st.booleans(), ANY_TEXT))
+def test_timeout_is_a_positive_finite_number_or_refused(package: str, value: Any) -> None:
+    rule = TIMEOUT_RULES[package]
+    if value is None:
+        expected: Any = None if rule.none == "default" else ValueError
+    elif isinstance(value, bool | str):
+        expected = ValueError
+    elif value == 0:
+        expected = None if rule.zero == "no limit" else ValueError
+    elif not math.isfinite(value) or value < 0 or (value > WEEK and rule.over_a_week == "refused"):
+        expected = ValueError
     else:
-        assert isinstance(value, int | float) and math.isfinite(value) and value > 0
+        expected = float(value)
+    try:
+        got = rule.check(value)
+    except ValueError:
+        assert expected is ValueError, (package, value)
+        return
+    assert expected is not ValueError, (package, value, got)
+    assert got == expected and (got is None or isinstance(got, float)), (package, value, got)
+
+
+def _deep_env(env: Any) -> Any:
+    """The Deep Agents backend checks its create options (env among them) when they are built,
+    before any I/O; its env is the container's (`SandboxSpec.env`)."""
+    return SandboxOptions(image="x", env=env).spec().env
+
+
+ENV_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "core": validate_env,
+    "pydantic_ai": check_env,
+    "deepagents": _deep_env,
+}
+
+
+@pytest.mark.parametrize("package", list(ENV_CHECKS))
+@given(env=st.dictionaries(ENV_ITEMS, ENV_ITEMS, max_size=5))
+def test_env_is_kept_exactly_or_refused(package: str, env: dict[Any, Any]) -> None:
+    valid = all(
+        type(k) is str and type(v) is str and k and "=" not in k and "\0" not in k + v
+        for k, v in env.items()
+    )
+    try:
+        got = ENV_CHECKS[package](env)
+    except (TypeError, ValueError):
+        assert not valid, (package, env)
+        return
+    assert valid, (package, env)
+    if got is not None:
+        assert got == env

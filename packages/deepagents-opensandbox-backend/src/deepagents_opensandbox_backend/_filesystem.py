@@ -5,7 +5,8 @@ Each has BaseSandbox's exact result (compared on the same sandbox by
 hands the call to BaseSandbox's script. `write` is one native upload; `read` pages files over
 1 MiB by HTTP Range reads (`_paging.py`); `ls` is one argv `ls` command and `edit` a download and
 execd's in-place `/files/replace` (`_tools.py`); `glob` one `find` command matched by
-BaseSandbox's own matcher (`_glob.py`). `grep` keeps BaseSandbox's command (already one command).
+BaseSandbox's own matcher (`_glob.py`); `grep` BaseSandbox's own command with its output
+printed as one base64 line, so that line-framed execd needs no raw-file read (`_grep.py`).
 
 Uploads and downloads report per file, in order (`TRANSFER_ERRORS` in `_mapping.py`); one bad
 path never fails the batch. A gone sandbox or a server failure raises, like Deep Agents' own
@@ -15,14 +16,18 @@ operation: a relative one is `invalid_path` for `read` as for `write`, uploads a
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from deepagents.backends.protocol import (
+    ASYNC_GREP_TIMEOUT,
     EditResult,
     FileDownloadResponse,
     FileUploadResponse,
     GlobResult,
+    GrepResult,
     LsResult,
     ReadResult,
     WriteResult,
@@ -33,12 +38,15 @@ from deepagents.backends.utils import EMPTY_OLD_STRING_ERROR
 from opensandbox_core import AsyncSandboxSession, OutputLimitError, run_blocking
 
 from ._glob import native_glob
+from ._grep import native_grep
 from ._mapping import check_transfer_path, transfer_error
-from ._paging import PAGED_ABOVE, page_cache, paged_read
+from ._paging import PAGED_ABOVE, keep_whole, page_cache, paged_read
 from ._read import READ_ERRORS, read_error, render_page
 from ._tools import native_edit, native_ls
 
 __all__ = ["NativeFiles"]
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -171,9 +179,10 @@ class NativeFiles(BaseSandbox):
     def read(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
         """A page of a text file (numbered by the tools), or a binary file as base64.
 
-        Files up to 1 MiB are read whole; larger text files page by HTTP Range reads and a
-        per-file index of line starts (checked against the file's size and mtime on every
-        page), so a page costs about one page. Same results as BaseSandbox's script, which
+        Files up to 1 MiB are read whole, once per file version when paged (the bytes kept
+        with the version, size and mtime, checked on every page); larger text files page by
+        HTTP Range reads and a per-file index of line starts checked the same way, so a page
+        costs about one page. Same results as BaseSandbox's script, which
         still answers the cases the port cannot reproduce (invalid UTF-8 the script decodes).
         """
         return self._run(self.aread(file_path, offset, limit))
@@ -199,9 +208,50 @@ class NativeFiles(BaseSandbox):
             else:
                 page = render_page(raw, file_path, offset, limit)
                 if page is not None:
+                    if page.next_offset is not None:  # more pages will follow: keep the bytes
+                        await keep_whole(self._session, cache, file_path, raw)
                     return page
                 return await BaseSandbox.aread(self, file_path, offset, limit)
         page = await paged_read(self._session, cache, file_path, offset, limit)
         if page is not None:
             return page
         return await BaseSandbox.aread(self, file_path, offset, limit)
+
+    def grep(
+        self,
+        pattern: str,
+        path: str | None = None,
+        glob: str | None = None,
+        *,
+        max_count: int | None = None,
+    ) -> GrepResult:
+        """Lines holding the literal `pattern` under `path`, as BaseSandbox's grep finds them
+        (its own command, the output made plain for the core; `_grep.py`)."""
+        result = self._run(
+            native_grep(self._session, pattern, path, glob, max_count, self.grep_exclude_dirs)
+        )
+        if result is not None:
+            return result
+        return BaseSandbox.grep(self, pattern, path, glob, max_count=max_count)
+
+    async def agrep(
+        self,
+        pattern: str,
+        path: str | None = None,
+        glob: str | None = None,
+        *,
+        max_count: int | None = None,
+    ) -> GrepResult:
+        """`grep()` on the caller's event loop, bounded like BaseSandbox's `agrep`."""
+        native = native_grep(self._session, pattern, path, glob, max_count, self.grep_exclude_dirs)
+        try:
+            result = await asyncio.wait_for(native, timeout=ASYNC_GREP_TIMEOUT)
+        except TimeoutError:
+            # BaseSandbox's own run gives the timeout's result (and its error text).
+            logger.debug(
+                "native grep timed out after %ss; running BaseSandbox's", ASYNC_GREP_TIMEOUT
+            )
+            result = None
+        if result is not None:
+            return result
+        return await BaseSandbox.agrep(self, pattern, path, glob, max_count=max_count)

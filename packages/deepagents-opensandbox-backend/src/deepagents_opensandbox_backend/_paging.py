@@ -60,13 +60,15 @@ __all__ = [
     "Fetch",
     "LineIndex",
     "PageCache",
+    "keep_whole",
     "page_cache",
     "paged_read",
     "read_page",
 ]
 
 PAGED_ABOVE: Final = MAX_LINE_COUNT_BYTES
-"""Text files larger than this are paged by Range reads; smaller ones are read whole."""
+"""Text files larger than this are paged by Range reads; smaller ones are read whole, once per
+file version (their bytes kept as the index's window)."""
 SLACK: Final = 16 * 1024
 """Bytes read past a page: the script's decoder reads ahead 8 KiB, and a `\\r\\n` may straddle."""
 PREFIX_BYTES: Final = 8192
@@ -566,6 +568,45 @@ def _retrieved(future: asyncio.Future[bytes]) -> None:
         future.exception()
 
 
+async def keep_whole(session: AsyncSandboxSession, cache: PageCache, path: str, raw: bytes) -> None:
+    """Keep the bytes of a small file whose first page was just read whole, with its version
+    (size and mtime, taken now: after the download), for the pages that follow: each of them
+    then costs only the version check. Nothing is kept when the version does not fit the bytes
+    (another size: the file changed since the download) or cannot be taken. A rewrite of the
+    same size between the download and this check, within the mtime's resolution, is the one
+    change this misses, as for every version check by size and mtime."""
+    try:
+        info = await _inspect(session, path)
+    except OSError:
+        return
+    if not info.is_file or info.size != len(raw):
+        return
+    index = LineIndex(version=_version(info), size=info.size)
+    index.keep_window(0, raw)
+    cache.put(path, index)
+    cache.trim(index)
+
+
+async def _whole(
+    session: AsyncSandboxSession, cache: PageCache, index: LineIndex, file_path: str
+) -> bytes | None:
+    """The bytes of a small file (at most `PAGED_ABOVE`), downloaded once per version: the
+    script's page needs the whole file (`total_lines`), so the bytes are kept as the index's
+    window and later pages of the same version cost only the version check. None when the
+    download fails (the caller runs the script)."""
+    held = index.cached(0, index.size)
+    if held is not None and len(held) == index.size:
+        return held
+    try:
+        raw = await session.read_bytes(file_path, max_size=PAGED_ABOVE)
+    except (OSError, OutputLimitError):
+        return None
+    if len(raw) == index.size:  # else the file changed since its stat: use it, keep nothing
+        index.keep_window(0, raw)
+        cache.trim(index)
+    return raw
+
+
 async def paged_read(
     session: AsyncSandboxSession, cache: PageCache, file_path: str, offset: int, limit: int
 ) -> ReadResult | None:
@@ -608,12 +649,8 @@ async def paged_read(
             cache.put(file_path, index)
             fetch = _reading_ahead(ranged, cache, index)
         if info.size <= PAGED_ABOVE:
-            cache.drop(file_path)
-            try:
-                raw = await session.read_bytes(file_path, max_size=PAGED_ABOVE)
-            except (OSError, OutputLimitError):
-                return None
-            return render_page(raw, file_path, offset, limit)
+            raw = await _whole(session, cache, index, file_path)
+            return None if raw is None else render_page(raw, file_path, offset, limit)
         if _get_backend_read_file_type(file_path) != "text":
             return read_error(
                 file_path, f"Binary file exceeds maximum preview size of {MAX_BINARY_BYTES} bytes"

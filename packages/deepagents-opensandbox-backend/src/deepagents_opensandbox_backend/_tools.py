@@ -54,6 +54,7 @@ __all__ = [
     "EDIT_READ_LIMIT",
     "LS_ERRORS",
     "choose_replacement",
+    "is_utf8",
     "ls_argv",
     "native_edit",
     "native_ls",
@@ -157,8 +158,8 @@ _no_quoting: set[str] = set()
 async def native_ls(session: AsyncSandboxSession, path: str) -> LsResult | None:
     """The listing BaseSandbox's `ls` returns, from one argv command; None where only the
     script can answer (the caller runs it)."""
-    if not isinstance(path, str) or "\0" in path:
-        return None
+    if not isinstance(path, str) or "\0" in path or not is_utf8(path):
+        return None  # BaseSandbox's script decides (a path it cannot encode raises there)
     if not path:
         return LsResult(entries=None, error=f"Path '{path}': path_not_found")
     if session.id in _no_quoting:
@@ -170,6 +171,15 @@ async def native_ls(session: AsyncSandboxSession, path: str) -> LsResult | None:
     if parsed is None and UNSUPPORTED in result.stderr and session.id is not None:
         _no_quoting.add(session.id)
     return parsed
+
+
+def is_utf8(text: str) -> bool:
+    """Whether `text` can be encoded as UTF-8 (no lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def choose_replacement(

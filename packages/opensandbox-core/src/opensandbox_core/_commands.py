@@ -27,7 +27,7 @@ from ._lifetime import renewing
 from ._types import CommandResult
 from ._wire import STALL_TIMEOUT, Context, command_body, read_events
 
-__all__ = ["COMMAND_ID", "Commands", "Lifecycle", "OutputCallback"]
+__all__ = ["COMMAND_ID", "Commands", "Lifecycle", "OutputCallback", "Runner"]
 
 logger = logging.getLogger(__name__)
 

@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 import httpx
 
+from . import _errors
 from ._framing import EventSplitter
 
 logger = logging.getLogger(__name__)
@@ -43,35 +44,37 @@ class ExecdEndpoint:
 
 
 class ExecdError(Exception):
-    """execd (or the proxy in front of it) answered with an error status."""
+    """execd (or the proxy in front of it) answered with an error status.
 
-    def __init__(self, status: int, code: str, message: str, *, from_execd: bool) -> None:
+    Carries what the body said (parsed once, by `_errors.parse_error_body`) and the raw body, so
+    that `project_error()` can give the project's error through `_errors.from_execd_response`.
+    """
+
+    def __init__(
+        self, status: int, code: str, message: str, *, from_execd: bool, body: bytes = b""
+    ) -> None:
         super().__init__(f"HTTP {status} {code}: {message}")
         self.status = status
         self.code = code
         self.message = message
         self.from_execd = from_execd
+        self.body = body
+
+    def project_error(
+        self, *, operation: str, address: str | None, sandbox_id: str | None
+    ) -> _errors.OpenSandboxError:
+        """This answer as the project's error (the one translation of execd error bodies)."""
+        return _errors.from_execd_response(
+            self.status, self.body, operation=operation, address=address, sandbox_id=sandbox_id
+        )
 
 
 async def _raise_for(response: httpx.Response) -> None:
     if response.status_code < 400:
         return
     body = await response.aread()
-    code, message, from_execd = "", body[:500].decode("utf-8", "replace"), False
-    try:
-        data = json.loads(body)
-    except ValueError:
-        data = None
-    if isinstance(data, dict):
-        detail = data.get("detail")
-        if isinstance(detail, dict):  # FastAPI-style error from the server's proxy
-            data = detail
-        code = str(data.get("code") or "")
-        message = str(data.get("message") or message)
-        # execd's own error codes are upper snake case without a component prefix such as
-        # "DOCKER::" or "SANDBOX_"; errors of the server (or its proxy) carry one of those.
-        from_execd = bool(code) and "::" not in code and not code.startswith("SANDBOX")
-    raise ExecdError(response.status_code, code, message, from_execd=from_execd)
+    code, message, from_execd = _errors.parse_error_body(body, limit=None)
+    raise ExecdError(response.status_code, code, message, from_execd=from_execd, body=body[:65536])
 
 
 class ExecdClient:

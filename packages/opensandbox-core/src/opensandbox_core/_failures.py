@@ -191,11 +191,13 @@ def mentions_dns(exc: BaseException) -> bool:
     )
 
 
-def parse_error_body(body: bytes) -> tuple[str, str, bool]:
+def parse_error_body(body: bytes, *, limit: int | None = 500) -> tuple[str, str, bool]:
     """(code, message, from_execd) of an execd or proxy error body.
 
     execd's own error codes are upper snake case without a component prefix such as `DOCKER::`
-    or `SANDBOX_`; errors of the server (or its proxy) carry one of those.
+    or `SANDBOX_`; errors of the server (or its proxy) carry one of those. The message is cut
+    at `limit` characters (None: kept whole, for callers that match its end, such as the
+    path-error mapping of a message that quotes a long path).
     """
     code, message, from_execd = "", body_text(body), False
     try:
@@ -207,7 +209,7 @@ def parse_error_body(body: bytes) -> tuple[str, str, bool]:
         if isinstance(detail, dict):  # FastAPI-style error from the server's proxy
             data = detail
         code = str(data.get("code") or "")
-        message = scrub(str(data.get("message") or message))[:500]
+        message = scrub(str(data.get("message") or message))[:limit]
         from_execd = bool(code) and "::" not in code and not code.startswith("SANDBOX")
     return code, message, from_execd
 

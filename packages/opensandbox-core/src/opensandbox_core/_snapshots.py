@@ -296,8 +296,7 @@ async def restore_snapshot(
             sandbox_id = await _find_by_tag(service, SandboxFilter, token, recover_timeout, exc)
         session = AsyncSandboxSession.attach(sandbox_id, connection=connection, **session_options)
         # The session is the creator: it owns the sandbox and carries its tag.
-        session._owned = True
-        session._owner_token = token
+        session._adopt(token)
         try:
             await _wait_usable(service, session, sandbox_id, ready_timeout)
         except BaseException:

@@ -1,0 +1,409 @@
+"""The files facet, paths and metadata: `stat`, `exists`, `list_dir`, `make_dir`, `remove`,
+`realpath`, and the path resolution that every file operation starts with.
+
+It sees the lifecycle only through `FileLink` (a reachable sandbox, the error boundary, the
+working directory) and runs its helper commands through the commands facet; `_transfers` reads
+and writes file content on top of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import logging
+import posixpath
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Final, Protocol
+
+from . import _files
+from ._commands import Commands, Lifecycle, Runner
+from ._errors import ConfigurationError, ServerError, new_path_error, path_error
+from ._execd import ExecdClient, ExecdError
+from ._types import CommandResult, FileInfo, FileKind
+
+__all__ = ["FileLink", "FileSystem", "file_api_cache"]
+
+logger = logging.getLogger(__name__)
+
+_DIR_MODE: Final = 0o755
+
+file_api_cache: dict[tuple[str, str], _files.FileApi] = {}
+"""What each sandbox's execd file API offers, keyed by (domain, sandbox id): process-wide."""
+
+
+class FileLink(Lifecycle, Protocol):
+    """What the files facets need from the lifecycle on top of the commands' `Lifecycle`."""
+
+    @property
+    def domain(self) -> str: ...
+
+    @property
+    def working_dir(self) -> str:
+        """The canonical working directory (the sandbox has been reached)."""
+        ...
+
+    @property
+    def working_dir_config(self) -> str | None: ...
+
+
+def octal_digits(mode: int) -> int:
+    """execd reads `mode` as an integer written in octal digits: 0o644 must be sent as 644."""
+    return int(format(mode & 0o7777, "o"))
+
+
+def mode_from_digits(value: object) -> int:
+    try:
+        return int(str(value), 8)
+    except ValueError:
+        return 0
+
+
+def _parse_time(value: object) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    text = value.replace("Z", "+00:00")
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def kind_of(value: object) -> FileKind:
+    if value in ("file", "directory", "symlink", "other"):
+        return value
+    return "other"
+
+
+class FileSystem:
+    """Paths and metadata of one session's sandbox (see the module docstring)."""
+
+    def __init__(self, life: FileLink, commands: Commands, *, runner: Runner) -> None:
+        self._life = life
+        self._commands = commands
+        self._run = runner
+
+    def resolve(self, path: str) -> str:
+        """The absolute path that `path` names (relative paths start at the working dir).
+
+        Any text is taken literally: `$` and a leading `~` are never expanded (paths that execd
+        would expand go through commands, see `_files`).
+        """
+        return self._life.resolve(path)
+
+    async def target(self, path: str, *, create: bool = False) -> str:
+        """The absolute path an operation works on, with `..` segments resolved like the kernel
+        does: the part up to the last `..` is canonicalised in the sandbox (symlinks followed; a
+        missing directory there is FileNotFoundError, or, with `create`, made first, as
+        `mkdir -p` of the parent would). A path without `..` is returned as `_resolve` gives it.
+        """
+        target = self.resolve(path)
+        split = _files.dotdot_split(target)
+        if split is None:
+            return target
+        head, tail = split
+        if create:
+            argv = ["sh", "-c", 'mkdir -p -- "$1" && exec realpath -z -e -- "$1"', "sh", head]
+        else:
+            argv = ["realpath", "-z", "-e", "--", head]
+        result = await self._commands.file_command(argv, timeout=60)
+        if result.exit_code != 0 or not result.stdout.endswith("\0"):
+            text = _files.error_text(result.stderr)
+            raise path_error(text, target) or OSError(
+                errno.EINVAL, text or "could not resolve '..' in the path", target
+            )
+        real = result.stdout[:-1]
+        return posixpath.join(real, tail) if tail else real
+
+    async def execd(self) -> ExecdClient:
+        """The execd client of this event loop, the sandbox started first."""
+        return (await self._life.context()).execd
+
+    async def _file_api(self, execd: ExecdClient) -> _files.FileApi:
+        """What this sandbox's execd file API offers; asked once per sandbox (info of `/`)."""
+        assert self._life.sandbox_id is not None
+        key = (self._life.domain, self._life.sandbox_id)
+        api = file_api_cache.get(key)
+        if api is None:
+            try:
+                data = await execd.info(["/"])
+            except Exception as exc:
+                await self._life.fail(exc, "inspect the sandbox's file API", execd=execd)
+            api = _files.FileApi.from_root_info(data)
+            if not api.lstat_info:
+                logger.info(
+                    "Sandbox %s: execd has the file API of v1.0.18 or older; paths are inspected "
+                    "and listed by commands",
+                    self._life.sandbox_id,
+                )
+            file_api_cache[key] = api
+        return api
+
+    async def lstat(self, execd: ExecdClient, path: str) -> dict[str, Any] | None:
+        """execd's FileInfo of a path (symlinks not followed), or None when it does not exist.
+
+        Where execd cannot tell (v1.0.18 and older: its info follows symlinks and has no type) or
+        would rewrite the path (`$`), one command answers instead; its answer also holds
+        `follow`: (is_dir, is_file) with symlinks followed.
+        """
+        api = await self._file_api(execd)
+        if not api.lstat_info or not _files.literal(path):
+            return await self._lstat_by_command(path)
+        try:
+            data = await execd.info([path])
+        except ExecdError as exc:
+            if exc.from_execd and exc.status == 404:
+                return None
+            if exc.from_execd:
+                mapped = path_error(exc.message, path)
+                if isinstance(mapped, FileNotFoundError):
+                    return None
+            await self._life.fail(exc, "inspect a path", execd=execd, path=path)
+        except Exception as exc:
+            await self._life.fail(exc, "inspect a path", execd=execd, path=path)
+        info = data.get(path) or next(iter(data.values()), None)
+        return info if isinstance(info, dict) else None
+
+    async def _lstat_by_command(self, path: str) -> dict[str, Any] | None:
+        result = await self._commands.file_command(_files.stat_argv(path), timeout=60)
+        if result.exit_code != 0:
+            text = _files.error_text(result.stderr)
+            mapped = path_error(text, path)
+            if isinstance(mapped, FileNotFoundError):
+                return None
+            raise mapped or OSError(errno.EIO, text or "could not inspect the path", path)
+        records = self._records(result, path)
+        if len(records) != 1:
+            raise ServerError(
+                f"Could not inspect {path!r} in sandbox {self._life.sandbox_id}: the command printed "
+                f"{len(records)} records instead of one."
+            )
+        return records[0].info(path)
+
+    def _records(self, result: CommandResult, path: str) -> list[_files.Record]:
+        if result.truncated:
+            raise ServerError(
+                f"Could not list {path!r} in sandbox {self._life.sandbox_id}: the listing is over "
+                f"{_files.LISTING_LIMIT} bytes."
+            )
+        try:
+            return _files.parse_records(result.stdout)
+        except ValueError as exc:
+            raise ServerError(
+                f"Could not inspect {path!r} in sandbox {self._life.sandbox_id}: unexpected output "
+                f"of find ({exc}). The sandbox image needs GNU findutils."
+            ) from None
+
+    async def realpath(self, path: str) -> str:
+        """The canonical absolute path (symlinks resolved, missing names kept), like `realpath -m`."""
+        await self._life.context()
+        target = self.resolve(path)
+        result = await self._commands.file_command(
+            ["realpath", "-z", "-m", "--", target], timeout=60
+        )
+        if result.exit_code != 0 or not result.stdout.endswith("\0"):
+            text = _files.error_text(result.stderr)
+            raise path_error(text, target) or OSError(
+                errno.EINVAL, text or "realpath failed", target
+            )
+        return result.stdout[:-1]
+
+    async def stat(self, path: str) -> FileInfo:
+        """Metadata of a path; `is_dir`/`is_file` follow symlinks. Missing: FileNotFoundError."""
+        execd = await self.execd()
+        target = await self.target(path)
+        info = await self.lstat(execd, target)
+        if info is None:
+            raise new_path_error(FileNotFoundError, errno.ENOENT, target)
+        is_dir, is_file = await self.kinds(target, info)
+        return _file_info(target, info, is_dir=is_dir, is_file=is_file)
+
+    async def kinds(self, path: str, info: Mapping[str, Any]) -> tuple[bool, bool]:
+        """(is_dir, is_file) of a path whose lstat info is `info`, symlinks followed."""
+        kind = kind_of(info.get("type"))
+        if kind != "symlink":
+            return kind == "directory", kind == "file"
+        follow = info.get("follow")
+        if isinstance(follow, tuple):
+            return bool(follow[0]), bool(follow[1])
+        return (await self._follow_kinds([path]))[0]
+
+    async def _follow_kinds(self, paths: list[str]) -> list[tuple[bool, bool]]:
+        """(is_dir, is_file) of each path with symlinks followed; broken links are neither."""
+        script = 'for p; do if [ -d "$p" ]; then echo d; elif [ -f "$p" ]; then echo f; else echo o; fi; done'
+        result = await self._run(
+            ["sh", "-c", script, "sh", *paths], cwd=None, timeout=60, max_output=None
+        )
+        kinds = result.stdout.split()
+        if len(kinds) != len(paths):
+            raise ServerError(f"Could not inspect symlinks in sandbox {self._life.sandbox_id}.")
+        return [(k == "d", k == "f") for k in kinds]
+
+    async def exists(self, path: str) -> bool:
+        """Whether the path exists (a dangling symlink counts as existing). Like
+        `os.path.lexists`, a path that cannot exist (a file used as a directory, a symlink loop
+        on the way) is False; a permission error is raised."""
+        execd = await self.execd()
+        try:
+            target = await self.target(path)
+            return await self.lstat(execd, target) is not None
+        except PermissionError:
+            raise
+        except OSError:
+            return False
+
+    async def list_dir(self, path: str = ".") -> list[FileInfo]:
+        """The entries of a directory, sorted by name (symlinks followed for `is_dir`)."""
+        execd = await self.execd()
+        target = await self.target(path)
+        entries = await self.entries(execd, target)
+        links = [
+            str(e.get("path"))
+            for e in entries
+            if e.get("type") == "symlink" and not isinstance(e.get("follow"), tuple)
+        ]
+        followed = dict(zip(links, await self._follow_kinds(links), strict=True)) if links else {}
+        result = []
+        for entry in entries:
+            entry_path = str(entry.get("path"))
+            if entry_path in followed:
+                is_dir, is_file = followed[entry_path]
+            else:
+                is_dir, is_file = await self.kinds(entry_path, entry)
+            result.append(_file_info(entry_path, entry, is_dir=is_dir, is_file=is_file))
+        result.sort(key=lambda e: e.name)
+        return result
+
+    async def entries(self, execd: ExecdClient, target: str) -> list[dict[str, Any]]:
+        """execd's FileInfo of each entry of a directory (a symlink to one lists its target's
+        entries under the name given), from `/directories/list` where it can answer, else from
+        one command."""
+        api = await self._file_api(execd)
+        if api.has_list and _files.literal(target):
+            try:
+                return await execd.list_dir(target)
+            except ExecdError as exc:
+                if exc.from_execd and exc.status == 400:
+                    pass  # a symlink (execd refuses to traverse it) or not a directory
+                elif exc.status == 404 and not exc.code:
+                    # No such route ("404 page not found"): an execd without the endpoint.
+                    assert self._life.sandbox_id is not None
+                    key = (self._life.domain, self._life.sandbox_id)
+                    file_api_cache[key] = dataclasses.replace(api, has_list=False)
+                else:
+                    await self._life.fail(exc, "list a directory", execd=execd, path=target)
+            except Exception as exc:
+                await self._life.fail(exc, "list a directory", execd=execd, path=target)
+        return await self._entries_by_command(target)
+
+    async def _entries_by_command(self, target: str) -> list[dict[str, Any]]:
+        result = await self._commands.file_command(
+            _files.list_argv(target), timeout=300, max_output=_files.LISTING_LIMIT
+        )
+        if result.exit_code != 0:
+            text = _files.error_text(result.stderr)
+            raise path_error(text, target) or OSError(
+                errno.EIO, text or "could not list the directory", target
+            )
+        records = self._records(result, target)
+        if not records or records[0].depth != 0:
+            raise ServerError(
+                f"Could not list {target!r} in sandbox {self._life.sandbox_id}: no record of the "
+                "directory itself."
+            )
+        root = records[0]
+        if root.kind == "l":  # `find -H` shows a symlink only when it leads nowhere
+            raise new_path_error(FileNotFoundError, errno.ENOENT, target)
+        if root.kind != "d":
+            raise new_path_error(NotADirectoryError, errno.ENOTDIR, target)
+        # Named like execd names them (its paths are cleaned; `..` was resolved already).
+        directory = posixpath.normpath(target)
+        return [r.info(posixpath.join(directory, r.name)) for r in records[1:] if r.depth == 1]
+
+    async def make_dir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None:
+        """Create a directory (and its parents). Over a file: FileExistsError."""
+        execd = await self.execd()
+        target = await self.target(path, create=parents)
+        info = await self.lstat(execd, target)
+        if info is not None:
+            if exist_ok and (await self.kinds(target, info))[0]:
+                return
+            raise new_path_error(FileExistsError, errno.EEXIST, target)
+        if not parents:
+            parent = posixpath.dirname(target.rstrip("/")) or "/"
+            if await self.lstat(execd, parent) is None:
+                raise new_path_error(FileNotFoundError, errno.ENOENT, parent)
+        if not _files.literal(target):
+            argv = _files.mkdir_argv(target, parents=parents, mode=_DIR_MODE)
+            await self.command_or_raise(argv, target)
+            return
+        try:
+            await execd.make_dirs({target: octal_digits(_DIR_MODE)})
+        except Exception as exc:
+            await self._life.fail(exc, "create a directory", execd=execd, path=target)
+
+    async def command_or_raise(self, argv: list[str], path: str) -> CommandResult:
+        """Run a file command; a failure is raised as the path error its message names."""
+        result = await self._commands.file_command(argv, timeout=300)
+        if result.exit_code != 0:
+            text = _files.error_text(result.stderr)
+            raise path_error(text, path) or OSError(errno.EIO, text or f"{argv[0]} failed", path)
+        return result
+
+    def _protected(self, target: str) -> bool:
+        norm = posixpath.normpath(target)
+        workdir = self._life.working_dir
+        configured = self._life.working_dir_config or workdir
+        for wd in {workdir, configured}:
+            if norm == "/" or norm == wd or wd.startswith(norm.rstrip("/") + "/"):
+                return True
+        return False
+
+    def _refuse_protected(self, target: str) -> None:
+        if self._protected(target):
+            raise ConfigurationError(
+                f"Refusing to remove {target!r}: it is the working directory or one of its "
+                "ancestors."
+            )
+
+    async def remove(self, path: str, *, recursive: bool = True) -> None:
+        """Delete a file, symlink or directory tree. Refuses the working dir and its ancestors."""
+        execd = await self.execd()
+        self._refuse_protected(self.resolve(path))
+        target = await self.target(path)
+        self._refuse_protected(target)
+        info = await self.lstat(execd, target)
+        if info is None:
+            raise new_path_error(FileNotFoundError, errno.ENOENT, target)
+        kind = kind_of(info.get("type"))
+        if not _files.literal(target):
+            argv = _files.remove_argv(target, directory=kind == "directory", recursive=recursive)
+            await self.command_or_raise(argv, target)
+            return
+        try:
+            if kind == "directory":
+                if not recursive and await self.entries(execd, target):
+                    raise new_path_error(OSError, errno.ENOTEMPTY, target)
+                await execd.remove_dirs([target])
+            elif kind == "symlink":
+                await execd.remove_dirs([target])  # RemoveAll removes the link, not its target
+            else:
+                await execd.remove_files([target])
+        except OSError:
+            raise
+        except Exception as exc:
+            await self._life.fail(exc, "remove a path", execd=execd, path=target)
+
+
+def _file_info(path: str, info: Mapping[str, Any], *, is_dir: bool, is_file: bool) -> FileInfo:
+    return FileInfo(
+        path=path,
+        kind=kind_of(info.get("type")),
+        size=int(info.get("size") or 0),
+        mode=mode_from_digits(info.get("mode", 0)),
+        modified_at=_parse_time(info.get("modified_at")),
+        owner=str(info["owner"]) if info.get("owner") is not None else None,
+        group=str(info["group"]) if info.get("group") is not None else None,
+        is_dir=is_dir,
+        is_file=is_file,
+    )

@@ -1,0 +1,506 @@
+"""The lifecycle facet: one session's sandbox from first use to `destroy()`.
+
+It owns the per-loop HTTP clients (built in one place, `clients()`), the start that runs once
+however many loops and tasks ask at the same time (create or attach, readiness, probe), renewal,
+pause and resume, the gone-or-failed verdict and the error boundary of every facet's calls
+(`fail`). The commands and files facets see it only through the `Lifecycle` / `FileLink`
+protocols it implements; `AsyncSandboxSession` delegates to it.
+
+Rules it keeps: nothing here does I/O before the first operation; the sandbox id never changes
+once known; HTTP clients are per event loop (httpx's async clients are bound to the loop that
+opened them), so one session serves the blocking façade's loop and the caller's loop alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import errno
+import inspect
+import logging
+import posixpath
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, NoReturn
+
+from . import _errors, _reach, _validate
+from ._config import DEFAULT_LIFETIME, Connection, SandboxSpec
+from ._defaults import READY_TIMEOUT
+from ._errors import SandboxUnavailableError, ServerError, new_path_error, path_error
+from ._execd import ExecdClient, ExecdEndpoint, ExecdError
+from ._framing import Framing
+from ._startup import Creator
+from ._wire import Context
+
+if TYPE_CHECKING:
+    from opensandbox.config import ConnectionConfig
+    from opensandbox.services.sandbox import Sandboxes
+
+__all__ = ["LoopClients", "Ready", "Renewal", "SandboxLifecycle"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class LoopClients:
+    """The HTTP clients of one event loop."""
+
+    sdk_config: ConnectionConfig
+    sandboxes: Sandboxes
+    execd: ExecdClient | None = None
+
+
+@dataclass
+class Ready:
+    """Everything known once the sandbox is reachable; shared by all loops."""
+
+    endpoint: ExecdEndpoint
+    framing: Framing
+    working_dir: str
+
+
+@dataclass
+class Renewal:
+    last: float = field(default_factory=time.monotonic)
+
+
+class SandboxLifecycle:
+    """Create or attach, reach, renew, pause, resume and destroy one sandbox (module docstring).
+
+    `spec` creates a sandbox on first use; `sandbox_id` attaches to one. The arguments are
+    checked by the session before they get here.
+    """
+
+    def __init__(
+        self,
+        spec: SandboxSpec | None,
+        sandbox_id: str | None,
+        connection: Connection,
+        *,
+        working_dir: str | None,
+        recover_timeout: float,
+    ) -> None:
+        self.spec = spec
+        self.connection = connection
+        self.working_dir_config = working_dir
+        self.request_timeout = float(connection.request_timeout)
+        # Made on first use, not here: construction stays free of I/O and of randomness, which
+        # durable engines (Temporal's workflow sandbox) refuse in workflow code.
+        self._owner_token: str | None = None
+        self.sandbox_id = sandbox_id
+        self.owned = False
+        self.destroyed = False
+        self.paused = False
+        self.ready: Ready | None = None
+        self.output_dir: str | None = None  # where execd keeps raw command output (`_reach`)
+        self.loops: dict[asyncio.AbstractEventLoop, LoopClients] = {}
+        self.renewal = Renewal(last=0.0)
+        self.lifetime = spec.lifetime if spec is not None else None
+        self._lock = threading.Lock()
+        self._start_future: concurrent.futures.Future[None] | None = None
+        self._creator = (
+            None
+            if spec is None
+            else Creator(
+                spec,
+                owner_token=lambda: self.owner_token,
+                request_timeout=self.request_timeout,
+                recover_timeout=float(recover_timeout),
+                address=connection.display_address,
+            )
+        )
+
+    # -- what the other facets see (`_commands.Lifecycle`, `_filesystem.FileLink`) ----------
+    @property
+    def owner_token(self) -> str:
+        if self._owner_token is None:
+            self._owner_token = uuid.uuid4().hex
+        return self._owner_token
+
+    def adopt(self, owner_token: str) -> None:
+        """Take ownership of a sandbox that was created for this session by someone else (a
+        snapshot restore): it carries `owner_token` as its tag, and is destroyed on exit."""
+        self.owned = True
+        self._owner_token = owner_token
+
+    @property
+    def stall_timeout(self) -> float:
+        return max(1.0, self.request_timeout) + 3.5
+
+    @property
+    def domain(self) -> str:
+        return self.connection.resolved_domain()
+
+    @property
+    def working_dir(self) -> str:
+        assert self.ready is not None, "the sandbox is reached before a path is resolved"
+        return self.ready.working_dir
+
+    async def context(self) -> Context:
+        clients = await self.ensure()
+        ready = self.ready
+        assert ready is not None and clients.execd is not None
+        return Context(clients.execd, ready.framing, ready.working_dir, self.output_dir)
+
+    def resolve(self, path: str) -> str:
+        """The absolute path that `path` names (relative paths start at the working dir).
+
+        Any text is taken literally: `$` and a leading `~` are never expanded (paths that execd
+        would expand go through commands, see `_files`).
+        """
+        _validate.path(path)
+        if path.startswith("/"):
+            return path
+        return posixpath.join(self.working_dir, path)
+
+    async def renew_once(self) -> None:
+        if self.sandbox_id is None or self.destroyed:
+            return
+        await self.maybe_renew(self.clients())
+
+    # -- clients and start -----------------------------------------------------------------
+    def clients(self) -> LoopClients:
+        loop = asyncio.get_running_loop()
+        clients = self.loops.get(loop)
+        if clients is None:
+            from opensandbox.adapters.factory import AdapterFactory
+
+            config = self.connection.build_sdk_config().with_transport_if_missing()
+            clients = LoopClients(
+                sdk_config=config, sandboxes=AdapterFactory(config).create_sandbox_service()
+            )
+            self.loops[loop] = clients
+        if clients.execd is None and self.ready is not None:
+            clients.execd = self._new_execd(clients, self.ready.endpoint)
+        return clients
+
+    def _new_execd(self, clients: LoopClients, endpoint: ExecdEndpoint) -> ExecdClient:
+        config = clients.sdk_config
+        # A transport the caller passed in is used (and left open) without the SDK's retry
+        # wrapper, if it is one (the SDK's public `unwrap_retry_transport`); otherwise the
+        # client opens its own. Either way a command POST is never sent twice.
+        from opensandbox.transport import unwrap_retry_transport
+
+        transport = None if config.owns_transport else config.transport
+        return ExecdClient(
+            endpoint,
+            transport=None if transport is None else unwrap_retry_transport(transport),
+            request_timeout=config.request_timeout.total_seconds(),
+        )
+
+    async def _resolve_endpoint(
+        self, clients: LoopClients, sandbox_id: str, *, wait: bool, budget: float
+    ) -> ExecdEndpoint:
+        return await _reach.resolve_endpoint(
+            clients.sandboxes, clients.sdk_config, sandbox_id, wait=wait, budget=budget
+        )
+
+    async def ensure(self, *, allow_paused: bool = False) -> LoopClients:
+        """This loop's clients, the sandbox created or attached and reachable (once)."""
+        if self.destroyed:
+            raise SandboxUnavailableError(
+                f"Sandbox {self.sandbox_id} was destroyed by this session.",
+                sandbox_id=self.sandbox_id,
+            )
+        clients = self.clients()
+        if self.paused and not allow_paused:
+            await self._recheck_paused(clients)
+        if self.ready is not None:
+            await self.maybe_renew(clients)
+            return clients
+        while True:
+            with self._lock:
+                future = self._start_future
+                creator = future is None
+                if creator:
+                    future = self._start_future = concurrent.futures.Future()
+            assert future is not None
+            if creator:
+                break
+            try:
+                await asyncio.shield(asyncio.wrap_future(future))
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if future.cancelled() and (task is None or not task.cancelling()):
+                    continue  # the starter was cancelled; try again ourselves
+                raise
+            return self.clients()
+        try:
+            await self._start(clients)
+        except BaseException as exc:
+            with self._lock:
+                self._start_future = None
+            if isinstance(exc, Exception):
+                future.set_exception(exc)
+            else:
+                future.cancel()
+            raise
+        future.set_result(None)
+        return self.clients()
+
+    async def _start(self, clients: LoopClients) -> None:
+        created = False
+        if self.sandbox_id is None:
+            assert self._creator is not None
+            self.sandbox_id = await self._creator.create(clients.sandboxes)
+            self.owned = True
+            logger.info("Created OpenSandbox sandbox %s", self.sandbox_id)
+            created = True
+        sandbox_id = self.sandbox_id
+        budget = self.spec.ready_timeout if self.spec else READY_TIMEOUT
+        endpoint = await self._resolve_endpoint(clients, sandbox_id, wait=created, budget=budget)
+        execd = self._new_execd(clients, endpoint)
+
+        async def fail(exc: BaseException, execd: ExecdClient) -> NoReturn:
+            await self.fail(exc, "start using the sandbox", execd=execd)
+
+        try:
+            if created:
+                await _reach.wait_ready(
+                    clients.sandboxes, clients.sdk_config, execd, sandbox_id, budget
+                )
+            probed = await _reach.probe(
+                execd,
+                sandbox_id,
+                domain=self.domain,
+                working_dir=self.working_dir_config,
+                fail=fail,
+            )
+        except BaseException:
+            await execd.aclose()
+            raise
+        clients.execd = execd
+        self.output_dir = probed.output_dir
+        self.ready = Ready(
+            endpoint=endpoint, framing=probed.framing, working_dir=probed.working_dir
+        )
+        self.renewal.last = time.monotonic()
+
+    # -- pause and resume ------------------------------------------------------------------
+    async def pause_or_resume(self, *, pause: bool, limit: float) -> None:
+        verb = "pause" if pause else "resume"
+        want = "paused" if pause else "running"
+        clients = await self.ensure(allow_paused=True)
+        sandbox_id = self.sandbox_id
+        assert sandbox_id is not None
+        call = clients.sandboxes.pause_sandbox if pause else clients.sandboxes.resume_sandbox
+        try:
+            await call(sandbox_id)
+        except Exception as exc:
+            if not _is_conflict(exc) or await self.state(clients) != want:
+                _errors.translate(exc, action=f"{verb} the sandbox", sandbox_id=sandbox_id)
+        deadline = time.monotonic() + limit
+        while (state := await self.state(clients)) != want:
+            if state in _reach.GONE_STATES or time.monotonic() >= deadline:
+                raise SandboxUnavailableError(
+                    f"Sandbox {sandbox_id} did not become {want} within {limit:g} s after "
+                    f"the {verb} request (its state is {state or 'unknown'!r}). Check the "
+                    "server log.",
+                    sandbox_id=sandbox_id,
+                )
+            await asyncio.sleep(_reach.READY_POLL * 4)
+        self.paused = pause
+        if not pause and clients.execd is not None:
+            while not await clients.execd.ping(timeout=2.0):
+                if time.monotonic() >= deadline:
+                    raise SandboxUnavailableError(
+                        f"Sandbox {sandbox_id} is running again but its execd daemon did not "
+                        f"answer within {limit:g} s of the resume request.",
+                        sandbox_id=sandbox_id,
+                    )
+                await asyncio.sleep(_reach.READY_POLL)
+        logger.info("%s OpenSandbox sandbox %s", "Paused" if pause else "Resumed", sandbox_id)
+
+    async def state(self, clients: LoopClients) -> str:
+        """The sandbox's state as the server reports it, lower case ('' when unknown)."""
+        assert self.sandbox_id is not None
+        try:
+            info = await clients.sandboxes.get_sandbox_info(self.sandbox_id)
+        except Exception as exc:
+            _errors.translate(exc, action="read the sandbox's state", sandbox_id=self.sandbox_id)
+        return str(getattr(info.status, "state", "") or "").lower()
+
+    async def _recheck_paused(self, clients: LoopClients) -> None:
+        """The sandbox was seen paused: ask the server once whether someone resumed it since,
+        and raise the paused error unless it runs again."""
+        try:
+            state = await self.state(clients)
+        except Exception:
+            state = ""
+        if state != "running":
+            raise self.paused_error()
+        self.paused = False
+        logger.info("Sandbox %s was resumed by another client", self.sandbox_id)
+
+    def paused_error(self) -> SandboxUnavailableError:
+        return SandboxUnavailableError(
+            f"Sandbox {self.sandbox_id} is paused: commands and file operations wait until it "
+            "is resumed. Call resume() on the session first.",
+            sandbox_id=self.sandbox_id,
+        )
+
+    async def endpoint(self, port: int) -> tuple[str, dict[str, str]]:
+        """The URL of `port` inside the sandbox, and the headers a client must send to it."""
+        clients = await self.ensure()
+        assert self.sandbox_id is not None
+        try:
+            endpoint = await clients.sandboxes.get_sandbox_endpoint(
+                self.sandbox_id, port, clients.sdk_config.use_server_proxy
+            )
+        except Exception as exc:
+            _errors.translate(
+                exc, action=f"get the endpoint of port {port}", sandbox_id=self.sandbox_id
+            )
+        headers = endpoint.build_request_headers(clients.sdk_config)
+        return f"{clients.sdk_config.protocol}://{endpoint.endpoint}", headers
+
+    # -- end -------------------------------------------------------------------------------
+    async def destroy(self) -> None:
+        sandbox_id = self.sandbox_id
+        if sandbox_id is None or self.destroyed:
+            self.destroyed = self.destroyed or sandbox_id is not None
+            await self.aclose()
+            return
+        clients = self.clients()
+        try:
+            await clients.sandboxes.kill_sandbox(sandbox_id)
+            logger.info("Destroyed OpenSandbox sandbox %s", sandbox_id)
+        except Exception as exc:
+            if not _errors.is_not_found(exc):
+                await self.aclose()
+                _errors.translate(exc, action="destroy the sandbox", sandbox_id=sandbox_id)
+            logger.debug("sandbox %s was already gone", sandbox_id)
+        finally:
+            _reach.forget(self.domain, sandbox_id)
+        self.destroyed = True
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        loop = asyncio.get_running_loop()
+        clients = self.loops.pop(loop, None)
+        # Clients of loops that are closed can no longer be awaited; drop them.
+        for other in [lp for lp in self.loops if lp.is_closed()]:
+            self.loops.pop(other, None)
+        if clients is None:
+            return
+        if clients.execd is not None:
+            with contextlib.suppress(Exception):
+                await clients.execd.aclose()
+        with contextlib.suppress(Exception):
+            close = getattr(clients.sandboxes, "close", None) or getattr(
+                clients.sandboxes, "aclose", None
+            )
+            if close is not None:
+                result = close()
+                if inspect.isawaitable(result):
+                    await result
+        with contextlib.suppress(Exception):
+            await clients.sdk_config.close_transport_if_owned()
+
+    # -- renewal ---------------------------------------------------------------------------
+    async def maybe_renew(self, clients: LoopClients) -> None:
+        lifetime = self.lifetime
+        if self.sandbox_id is None:
+            return
+        # An attached session without a lifetime of its own keeps a sandbox that expires alive
+        # while it is used (its creator may have stopped renewing it), extending the expiry to
+        # DEFAULT_LIFETIME from now but never shortening it, and never giving an expiry to a
+        # sandbox that has none.
+        extend_only = not lifetime and self.spec is None
+        if extend_only:
+            lifetime = DEFAULT_LIFETIME
+        if not lifetime:
+            return
+        now = time.monotonic()
+        if now - self.renewal.last < max(1.0, lifetime / 10):
+            return
+        self.renewal.last = now
+        target = datetime.now(UTC) + timedelta(seconds=lifetime)
+        try:
+            if extend_only:
+                info = await clients.sandboxes.get_sandbox_info(self.sandbox_id)
+                current = getattr(info, "expires_at", None)
+                if isinstance(current, datetime) and current.tzinfo is None:
+                    current = current.replace(tzinfo=UTC)
+                if not isinstance(current, datetime) or current >= target:
+                    return
+            await clients.sandboxes.renew_sandbox_expiration(self.sandbox_id, target)
+        except Exception as exc:
+            if _errors.is_not_found(exc):
+                raise SandboxUnavailableError(
+                    f"Sandbox {self.sandbox_id} was not found: it was deleted or has expired.",
+                    sandbox_id=self.sandbox_id,
+                ) from exc
+            logger.warning("Could not renew sandbox %s (%s)", self.sandbox_id, type(exc).__name__)
+
+    # -- failures --------------------------------------------------------------------------
+    async def gone(self, execd: ExecdClient | None, *, raise_paused: bool = False) -> bool:
+        """Whether the sandbox no longer exists or its daemon no longer answers (a probe)."""
+        assert self.sandbox_id is not None
+        clients = self.clients()
+        # One request timeout at most: the SDK's client retries a read timeout several times,
+        # which would multiply the time a failed call takes to report on a stalled network.
+        budget = max(1.0, clients.sdk_config.request_timeout.total_seconds())
+        try:
+            async with asyncio.timeout(budget):
+                info = await clients.sandboxes.get_sandbox_info(self.sandbox_id)
+        except Exception as exc:
+            return _errors.is_not_found(exc)
+        state = str(getattr(info.status, "state", "")).lower()
+        if state in _reach.GONE_STATES:
+            return True
+        if state in ("paused", "pausing") and raise_paused:
+            self.paused = True  # paused by someone else: say so instead of a network error
+            raise self.paused_error()
+        return execd is not None and not await execd.ping(timeout=3.0)
+
+    async def fail(
+        self,
+        exc: BaseException,
+        action: str,
+        *,
+        execd: ExecdClient | None = None,
+        path: str | None = None,
+    ) -> NoReturn:
+        """Raise the right error for a failed call: path error, gone sandbox, or server error."""
+        if isinstance(exc, ExecdError):
+            if path is not None and exc.from_execd:
+                mapped = path_error(exc.message, path)
+                if mapped is None and exc.status == 404:
+                    mapped = new_path_error(FileNotFoundError, errno.ENOENT, path)
+                if mapped is not None:
+                    raise mapped from None
+            if exc.from_execd and exc.status < 500 and exc.status != 404:
+                raise ServerError(
+                    f"Could not {action} in sandbox {self.sandbox_id}: {exc.message}",
+                    status_code=exc.status,
+                ) from None
+        if isinstance(exc, _errors.OpenSandboxError | OSError):
+            raise exc
+        if await self.gone(execd or self.clients().execd, raise_paused=True):
+            raise SandboxUnavailableError(
+                f"Sandbox {self.sandbox_id} is gone (deleted, expired or its daemon died): "
+                f"could not {action}.",
+                sandbox_id=self.sandbox_id,
+            ) from exc
+        if isinstance(exc, ExecdError):
+            raise ServerError(
+                f"Could not {action} in sandbox {self.sandbox_id}: HTTP {exc.status} {exc.message}",
+                status_code=exc.status,
+                retryable=exc.status in (502, 503, 504),
+            ) from exc
+        raise _errors.from_foreign(
+            exc,
+            operation=action,
+            address=self.connection.display_address(),
+            sandbox_id=self.sandbox_id,
+        )
+
+
+def _is_conflict(exc: BaseException) -> bool:
+    """Whether the server refused a request with 409 (e.g. pausing a paused sandbox)."""
+    return getattr(exc, "status_code", None) == 409

@@ -1,0 +1,256 @@
+"""Making a sandbox usable: its execd endpoint, readiness, and the probe.
+
+The probe learns, once per sandbox, the execd generation (its output framing), the canonical
+working directory and where execd keeps each command's raw output. Those verdicts hold for a
+sandbox whatever session asks, so they are cached process-wide, keyed by (domain, sandbox id);
+`forget` drops them when the sandbox is destroyed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import posixpath
+import shlex
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, NoReturn
+
+import httpx
+
+from . import _errors
+from ._commands import COMMAND_ID
+from ._errors import ConfigurationError, SandboxUnavailableError, UnsupportedDaemonError
+from ._execd import EXECD_PORT, ExecdClient, ExecdEndpoint, ExecdError
+from ._filesystem import file_api_cache
+from ._framing import PROBE_COMMAND, PROBE_OUTPUT, UPGRADE_EXECD, Framing, classify_probe, rebuild
+from ._wire import command_body, read_events
+
+if TYPE_CHECKING:
+    from opensandbox.config import ConnectionConfig
+    from opensandbox.services.sandbox import Sandboxes
+
+__all__ = ["GONE_STATES", "Probed", "forget", "probe", "raise_if_failed", "resolve_endpoint"]
+
+logger = logging.getLogger(__name__)
+
+GONE_STATES: Final = frozenset({"terminated", "failed", "stopping", "deleted", "deleting", "error"})
+READY_POLL: Final = 0.025
+_STATUS_POLL: Final = 0.5  # how often a new sandbox's state is read while waiting for execd
+_TMP_MARK: Final = "osb-tmp:"
+
+_framing_cache: dict[tuple[str, str], Framing] = {}
+_workdir_cache: dict[tuple[str, str, str | None], str] = {}
+_output_dir_cache: dict[tuple[str, str], str | None] = {}
+
+Fail = Callable[[BaseException, ExecdClient], Awaitable[NoReturn]]
+"""The lifecycle's error boundary for a failed call on `execd`."""
+
+
+@dataclass(frozen=True)
+class Probed:
+    framing: Framing
+    working_dir: str
+    output_dir: str | None
+
+
+async def resolve_endpoint(
+    sandboxes: Sandboxes, config: ConnectionConfig, sandbox_id: str, *, wait: bool, budget: float
+) -> ExecdEndpoint:
+    """The address and headers of the sandbox's execd (`wait`: while a new sandbox starts)."""
+    deadline = time.monotonic() + budget
+    while True:
+        try:
+            endpoint = await sandboxes.get_sandbox_endpoint(
+                sandbox_id, EXECD_PORT, config.use_server_proxy
+            )
+            break
+        except Exception as exc:
+            if _errors.is_not_found(exc) and not wait:
+                raise SandboxUnavailableError(
+                    f"Sandbox {sandbox_id} was not found: it was deleted or has expired. "
+                    "Attaching never creates a replacement.",
+                    sandbox_id=sandbox_id,
+                ) from exc
+            if not wait or time.monotonic() >= deadline:
+                _errors.translate(exc, action="reach the sandbox", sandbox_id=sandbox_id)
+            await asyncio.sleep(READY_POLL * 4)
+    headers = endpoint.build_request_headers(config)
+    return ExecdEndpoint(
+        base_url=f"{config.protocol}://{endpoint.endpoint}".rstrip("/"), headers=headers
+    )
+
+
+async def wait_ready(
+    sandboxes: Sandboxes,
+    config: ConnectionConfig,
+    execd: ExecdClient,
+    sandbox_id: str,
+    budget: float,
+) -> None:
+    """Wait until execd answers; fail at once, with the server's reason, when the server
+    reports the sandbox failed (a missing entrypoint, an image that cannot start)."""
+    deadline = time.monotonic() + budget
+    next_look = time.monotonic() + _STATUS_POLL
+    while not await execd.ping(timeout=min(2.0, budget)):
+        if time.monotonic() >= next_look:
+            next_look = time.monotonic() + _STATUS_POLL
+            await raise_if_failed(sandboxes, config, sandbox_id)
+        if time.monotonic() >= deadline:
+            raise SandboxUnavailableError(
+                f"Sandbox {sandbox_id} did not become ready within {budget:g} s: its execd "
+                "daemon never answered. Check the image's entrypoint and the server log; on "
+                "Docker Desktop or Kubernetes pass use_server_proxy=True.",
+                sandbox_id=sandbox_id,
+            )
+        await asyncio.sleep(READY_POLL)
+
+
+async def raise_if_failed(sandboxes: Sandboxes, config: ConnectionConfig, sandbox_id: str) -> None:
+    """Raise SandboxUnavailableError when the server says the new sandbox failed or ended."""
+    try:
+        async with asyncio.timeout(max(1.0, config.request_timeout.total_seconds())):
+            info = await sandboxes.get_sandbox_info(sandbox_id)
+    except Exception as exc:  # the wait goes on; its own deadline still holds
+        logger.debug("could not read the state of sandbox %s (%s)", sandbox_id, exc)
+        return
+    status = getattr(info, "status", None)
+    state = str(getattr(status, "state", "") or "").lower()
+    if state not in GONE_STATES:
+        return
+    reason = str(getattr(status, "reason", "") or "")
+    message = str(getattr(status, "message", "") or "")
+    detail = "; ".join(t for t in (reason, message) if t) or "no reason given"
+    raise SandboxUnavailableError(
+        f"Sandbox {sandbox_id} failed to start: the server reports it {state} ({detail}). "
+        "Check the image and its entrypoint.",
+        sandbox_id=sandbox_id,
+    )
+
+
+async def probe(
+    execd: ExecdClient, sandbox_id: str, *, domain: str, working_dir: str | None, fail: Fail
+) -> Probed:
+    """Learn the execd generation (its output framing), the canonical working dir and where
+    execd keeps each command's raw output (one command and two small requests, cached).
+
+    The probe prints a known text to stdout (`PROBE_COMMAND`: its events tell the framing),
+    the working dir and the daemon's temp dir (Go's `os.TempDir()`: `$TMPDIR`, else `/tmp`)
+    to stderr. Its own raw stdout file is then read back: if it holds the probe's exact
+    bytes, commands take their exact output from those files (line-framed execd) and clean
+    them up (every generation); then the probe's own files are deleted.
+    """
+    key = (domain, sandbox_id)
+    wd_key = (*key, working_dir)
+    framing = _framing_cache.get(key)
+    workdir = _workdir_cache.get(wd_key)
+    if framing is not None and workdir is not None and key in _output_dir_cache:
+        return Probed(framing, workdir, _output_dir_cache[key])
+    stdout, stderr, probe_id = await _run_probe(execd, working_dir, fail)
+    framing = classify_probe(stdout)
+    if framing is None:
+        raise SandboxUnavailableError(
+            f"Sandbox {sandbox_id}: could not recognise the command output framing of its "
+            f"execd daemon (got {stdout[:5]!r}).",
+            sandbox_id=sandbox_id,
+        )
+    text = "".join(rebuild(framing, t) for t in stderr)
+    tmp_lines = [line for line in text.splitlines() if line.startswith(_TMP_MARK)]
+    tmp_dir = tmp_lines[-1][len(_TMP_MARK) :] if tmp_lines else ""
+    output_dir = await _find_output_dir(execd, sandbox_id, probe_id, tmp_dir, framing)
+    if framing is Framing.ANCIENT:
+        raise UnsupportedDaemonError(
+            f"Sandbox {sandbox_id} runs an execd of v1.0.16 or older, which drops the blank "
+            "lines (line breaks) from command output, so output cannot be reconstructed. "
+            f"{UPGRADE_EXECD}",
+            sandbox_id=sandbox_id,
+        )
+    lines = [line for line in text.strip().splitlines() if line.startswith("/")]
+    if not lines:
+        raise ConfigurationError(
+            f"The working directory {working_dir!r} could not be created or "
+            f"entered in sandbox {sandbox_id}: {text.strip()[:300]!r}"
+        )
+    workdir = lines[-1]
+    _framing_cache[key] = framing
+    _workdir_cache[wd_key] = workdir
+    _output_dir_cache[key] = output_dir
+    return Probed(framing, workdir, output_dir)
+
+
+async def _run_probe(
+    execd: ExecdClient, working_dir: str | None, fail: Fail
+) -> tuple[list[str], list[str], str | None]:
+    """Run the probe command: its stdout and stderr event texts, and its execution id."""
+    if working_dir:
+        quoted = shlex.quote(working_dir)
+        setup = f"mkdir -p -- {quoted} && cd -- {quoted} && pwd -P >&2"
+    else:
+        setup = "pwd -P >&2"
+    command = f"{setup}; printf '{_TMP_MARK}%s\\n' \"${{TMPDIR:-/tmp}}\" >&2; {PROBE_COMMAND}"
+    stdout: list[str] = []
+    stderr: list[str] = []
+    state: dict[str, Any] = {"id": None, "done": False}
+
+    def handle(event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "init":
+            state["id"] = str(event.get("text") or "") or None
+        elif kind == "stdout":
+            stdout.append(str(event.get("text", "")))
+        elif kind == "stderr":
+            stderr.append(str(event.get("text", "")))
+        elif kind in ("execution_complete", "error"):
+            state["done"] = True
+
+    try:
+        async with asyncio.timeout(60):
+            await read_events(
+                execd,
+                command_body(command, cwd=None, timeout=30),
+                handle,
+                done=lambda: bool(state["done"]),
+            )
+    except Exception as exc:
+        await fail(exc, execd)
+    return stdout, stderr, state["id"]
+
+
+async def _find_output_dir(
+    execd: ExecdClient, sandbox_id: str, probe_id: str | None, tmp_dir: str, framing: Framing
+) -> str | None:
+    """The directory that holds execd's `<id>.stdout|.stderr` files (checked on the probe's
+    own file, which is then deleted), or None where they are not found."""
+    if not probe_id or not tmp_dir.startswith("/") or not COMMAND_ID.fullmatch(probe_id):
+        found = None
+    else:
+        directory = posixpath.normpath(tmp_dir)
+        base = posixpath.join(directory, probe_id)
+        try:
+            head = await execd.read_head(base + ".stdout", len(PROBE_OUTPUT) + 1)
+        except (httpx.HTTPError, ExecdError) as exc:
+            logger.debug("could not read the probe's raw output file (%s)", exc)
+            head = None
+        found = directory if head == PROBE_OUTPUT else None
+        if head is not None:
+            execd.discard_later([base + ".stdout", base + ".stderr"])
+    if found is None and framing is Framing.LEGACY:
+        logger.warning(
+            "Sandbox %s: execd's raw output files were not found in %r, so command output "
+            "is rebuilt from its line events: a missing final newline and \\r\\n line endings "
+            "are not kept exactly.",
+            sandbox_id,
+            tmp_dir,
+        )
+    return found
+
+
+def forget(domain: str, sandbox_id: str) -> None:
+    """Drop every cached verdict about a sandbox (it was destroyed)."""
+    key = (domain, sandbox_id)
+    _framing_cache.pop(key, None)
+    _output_dir_cache.pop(key, None)
+    file_api_cache.pop(key, None)
+    for wd_key in [k for k in _workdir_cache if k[:2] == key]:
+        _workdir_cache.pop(wd_key, None)

@@ -1,0 +1,427 @@
+"""The files facet, content: `read_bytes`, `iter_bytes`, `read_range`, the atomic `write_bytes`,
+`replace_text`, and the many-file `upload_files` / `download_files`.
+
+Built on `_filesystem.FileSystem` (paths, inspection, helper commands) and the lifecycle's
+`FileLink`. A write goes to a temporary sibling first and is renamed over the target, so a failed
+write leaves the old content in place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import io
+import posixpath
+from collections.abc import AsyncGenerator, AsyncIterable, Mapping, Sequence
+from typing import Any, Final
+
+from . import _errors, _files
+from ._commands import Runner
+from ._defaults import CHUNK_SIZE
+from ._errors import (
+    ConfigurationError,
+    OutputLimitError,
+    SandboxUnavailableError,
+    new_path_error,
+    path_error,
+)
+from ._execd import ExecdClient, ExecdError
+from ._filesystem import FileLink, FileSystem, kind_of, mode_from_digits, octal_digits
+from ._types import TransferResult
+
+__all__ = ["Transfers"]
+
+_FILE_MODE_NEW: Final = 0o644
+_TRANSFER_CONCURRENCY: Final = 8
+
+
+class Transfers:
+    """File content of one session's sandbox (see the module docstring)."""
+
+    def __init__(self, life: FileLink, files: FileSystem, *, runner: Runner) -> None:
+        self._life = life
+        self._fs = files
+        self._run = runner
+
+    async def read_bytes(self, path: str, *, max_size: int | None = None) -> bytes:
+        """The whole content of a file. Directories, FIFOs and devices raise instead of blocking."""
+        # BytesIO grows one buffer and hands it over without a copy; a list of chunks joined at
+        # the end would briefly hold the file twice.
+        buffer = io.BytesIO()
+        async for chunk in self.iter_bytes(path, max_size=max_size):
+            buffer.write(chunk)
+        return buffer.getvalue()
+
+    async def iter_bytes(
+        self, path: str, *, max_size: int | None = None, chunk_size: int = CHUNK_SIZE
+    ) -> AsyncGenerator[bytes, None]:
+        """Stream a file's content in chunks (bounded memory)."""
+        execd = await self._fs.execd()
+        target = await self._fs.target(path)
+        info = await self._fs.lstat(execd, target)
+        if info is None:
+            raise new_path_error(FileNotFoundError, errno.ENOENT, target)
+        kind = kind_of(info.get("type"))
+        size = int(info.get("size") or 0)
+        if kind == "symlink":
+            is_dir, is_file = await self._fs.kinds(target, info)
+            if not is_dir and not is_file:
+                real = await self._fs.realpath(target)
+                if await self._fs.lstat(execd, real) is None:
+                    raise new_path_error(FileNotFoundError, errno.ENOENT, target)
+            kind = "directory" if is_dir else ("file" if is_file else "other")
+            size = -1
+        if kind == "directory":
+            raise new_path_error(IsADirectoryError, errno.EISDIR, target)
+        if kind == "other":
+            raise OSError(
+                errno.EINVAL,
+                "Not a regular file (FIFO, socket or device); reading it could block",
+                target,
+            )
+        if max_size is not None and size > max_size:
+            raise OutputLimitError(
+                f"{target} is {size} bytes, over the limit of {max_size} bytes.", limit=max_size
+            )
+        source, alias = target, None
+        if not _files.download_safe(target):
+            # execd would rewrite the name ($) or the server's proxy would refuse the download
+            # (a control character in Content-Disposition): read through a plain symlink.
+            alias = _files.alias_path()
+            await self._fs.command_or_raise(["ln", "-s", "--", target, alias], target)
+            source = alias
+        total = 0
+        try:
+            async for chunk in execd.download(source, chunk_size=chunk_size):
+                total += len(chunk)
+                if max_size is not None and total > max_size:
+                    raise OutputLimitError(
+                        f"{target} is over the limit of {max_size} bytes.", limit=max_size
+                    )
+                yield chunk
+        except (OutputLimitError, GeneratorExit):
+            raise
+        except Exception as exc:
+            await self._life.fail(exc, "read a file", execd=execd, path=target)
+        finally:
+            if alias is not None:
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(30):
+                        await self._run(
+                            ["rm", "-f", "--", alias], cwd=None, timeout=20, max_output=None
+                        )
+
+    async def write_bytes(
+        self,
+        path: str,
+        data: bytes | bytearray | memoryview | AsyncIterable[bytes],
+        *,
+        mode: int | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        """Write a file atomically: parents are created, an existing file keeps its mode (new
+        files get 0o644 unless `mode` is given; setuid, setgid and sticky bits are applied too),
+        writes through a symlink reach its target, and a failed write leaves the old content in
+        place."""
+        if not isinstance(data, bytes | bytearray | memoryview) and not hasattr(data, "__aiter__"):
+            raise ConfigurationError(
+                f"data must be bytes or an async iterable of bytes, got {type(data).__name__}."
+            )
+        if mode is not None and (
+            isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o7777
+        ):
+            raise ConfigurationError(f"mode must be an int such as 0o644, got {mode!r}.")
+        execd = await self._fs.execd()
+        target = await self._fs.target(path, create=True)
+        if target.endswith("/"):
+            raise new_path_error(IsADirectoryError, errno.EISDIR, target)
+        payload = bytes(data) if isinstance(data, bytearray | memoryview) else data
+        # The inspection and the upload to a temporary name run at once; the upload is redone
+        # only when the target turns out to be a symlink (it may lead elsewhere).
+        if isinstance(payload, bytes) and await self._write_overlapped(
+            execd, target, payload, mode, timeout
+        ):
+            return
+        info = await self._fs.lstat(execd, target)
+        if info is not None and kind_of(info.get("type")) == "symlink":
+            link = target
+            target = await self._fs.realpath(target)
+            info = await self._fs.lstat(execd, target)
+            if info is not None and kind_of(info.get("type")) == "symlink":
+                # A symlink loop: `realpath -m` gives up on it. Replacing the link with a file
+                # would not be a write "through" it; fail like open(2) does.
+                raise new_path_error(OSError, errno.ELOOP, link)
+        _check_replaceable(target, info)
+        temp = _temp_for(target)
+        await self._upload_temp(execd, temp, target, payload, mode, info, timeout)
+        await self._place(execd, temp, target, mode, exists=info is not None)
+
+    async def _write_overlapped(
+        self,
+        execd: ExecdClient,
+        target: str,
+        payload: bytes,
+        mode: int | None,
+        timeout: float | None,
+    ) -> bool:
+        """Inspect `target` while uploading `payload` to a temporary sibling, then put it in
+        place; False (nothing written) when the target is a symlink, to be written through.
+
+        The temporary file gets the final 0o777 bits of a new file; an existing file's owner,
+        group and whole mode are copied to it by the command that renames it into place.
+        """
+        temp = _temp_for(target)
+        upload = asyncio.ensure_future(
+            self._upload_temp(execd, temp, target, payload, mode, None, timeout)
+        )
+        try:
+            info = await self._fs.lstat(execd, target)
+            if info is not None and kind_of(info.get("type")) == "symlink":
+                raise _Retry
+            _check_replaceable(target, info)
+        except BaseException as exc:
+            upload.cancel()
+            await asyncio.wait([upload])
+            if not upload.cancelled() and upload.exception() is None:
+                await self._discard(execd, temp)
+            if isinstance(exc, _Retry):
+                return False
+            raise
+        await upload
+        await self._place(execd, temp, target, mode, exists=info is not None)
+        return True
+
+    async def _upload_temp(
+        self,
+        execd: ExecdClient,
+        temp: str,
+        target: str,
+        payload: bytes | AsyncIterable[bytes],
+        mode: int | None,
+        info: Mapping[str, Any] | None,
+        timeout: float | None,
+    ) -> None:
+        """Upload to `temp` with the target's final 0o777 bits (and, when `info` of an existing
+        target is known, its owner and group); errors name `target`, never `temp`."""
+        if mode is not None:
+            bits = mode
+        elif info is not None:
+            bits = mode_from_digits(info.get("mode"))
+        else:
+            bits = _FILE_MODE_NEW
+        owner = info.get("owner") if info is not None else None
+        group = info.get("group") if info is not None else None
+        try:
+            await execd.upload(
+                temp,
+                payload,
+                mode=octal_digits(bits & 0o777),
+                owner=str(owner) if owner else None,
+                group=str(group) if group else None,
+                timeout=timeout,
+            )
+        except Exception as exc:
+            await self._discard(execd, temp)
+            if isinstance(exc, ExecdError) and exc.from_execd:
+                # Re-raise the error for the path the caller gave, not the temporary name.
+                mapped = path_error(exc.message, target)
+                if mapped is not None:
+                    raise mapped from None
+            await self._life.fail(exc, "write a file", execd=execd, path=target)
+
+    async def _place(
+        self,
+        execd: ExecdClient,
+        temp: str,
+        target: str,
+        mode: int | None,
+        *,
+        exists: bool,
+    ) -> None:
+        """Rename an uploaded temporary file over `target` (which `exists` or not) atomically.
+
+        execd's upload applies only the 0o777 bits: setuid, setgid and sticky bits asked for,
+        and for an overwrite the old file's owner, group and (without `mode`) whole mode, are
+        applied by the command that renames the file into place.
+        """
+        if mode is not None and _files.special_bits(mode):
+            chmod: str | None = format(mode, "o")
+        else:
+            chmod = "=" if exists and mode is None else None
+        plain = _files.literal(target)
+        parent = None if plain else posixpath.dirname(target)
+        try:
+            if exists or chmod is not None or not plain:
+                await self._finish(temp, target, parent=parent, mode=chmod)
+            else:
+                try:
+                    await execd.move(temp, target)
+                except ExecdError as exc:
+                    if "already exists" not in exc.message:
+                        raise
+                    # Someone created the target meanwhile: replace it atomically all the same.
+                    await self._finish(temp, target, parent=None, mode=None)
+        except BaseException as exc:
+            await self._discard(execd, temp)
+            if isinstance(exc, Exception) and not isinstance(
+                exc, OSError | _errors.OpenSandboxError
+            ):
+                await self._life.fail(exc, "write a file", execd=execd, path=target)
+            raise
+
+    async def _finish(
+        self, temp: str, target: str, *, parent: str | None, mode: str | None
+    ) -> None:
+        """Rename a written temporary file over its target atomically (execd's own move refuses
+        an existing target), creating `parent` and applying owner and `mode` first (`_files`)."""
+        await self._fs.command_or_raise(
+            _files.finish_argv(temp, target, parent=parent, mode=mode), target
+        )
+
+    async def _discard(self, execd: ExecdClient, temp: str) -> None:
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(10):
+                await execd.remove_files([temp])
+
+    async def upload_files(
+        self, files: Sequence[tuple[str, bytes]], *, mode: int | None = None
+    ) -> list[TransferResult]:
+        """Write several files; one result per file, in order. Never raises for one bad file."""
+        await self._life.context()
+        semaphore = asyncio.Semaphore(_TRANSFER_CONCURRENCY)
+
+        async def one(path: str, content: bytes) -> TransferResult:
+            async with semaphore:
+                try:
+                    await self.write_bytes(path, content, mode=mode)
+                except Exception as exc:
+                    return TransferResult(path=path, error=_transfer_error(exc), exception=exc)
+                return TransferResult(path=path)
+
+        return list(await asyncio.gather(*(one(p, c) for p, c in files)))
+
+    async def download_files(self, paths: Sequence[str]) -> list[TransferResult]:
+        """Read several files; one result per file, in order. Never raises for one bad file."""
+        await self._life.context()
+        semaphore = asyncio.Semaphore(_TRANSFER_CONCURRENCY)
+
+        async def one(path: str) -> TransferResult:
+            async with semaphore:
+                try:
+                    content = await self.read_bytes(path)
+                except Exception as exc:
+                    return TransferResult(path=path, error=_transfer_error(exc), exception=exc)
+                return TransferResult(path=path, content=content)
+
+        return list(await asyncio.gather(*(one(p) for p in paths)))
+
+    async def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """Up to `length` bytes of a regular file from byte `offset`: fewer at its end, none
+        past it. Costs one round trip: the path's inspection and the HTTP Range download run
+        at once (symlinks are followed; a missing path, a directory or a FIFO raises like
+        `read_bytes`). Paths that execd would rewrite (`$`) or the server's proxy refuses are
+        streamed from the start instead (correct, but costs `offset + length` bytes).
+        """
+        for name, value in (("offset", offset), ("length", length)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigurationError(f"{name} must be a non-negative int, got {value!r}.")
+        execd = await self._fs.execd()
+        target = self._fs.resolve(path)
+        if not _files.download_safe(target) or _files.dotdot_split(target) is not None:
+            kept = bytearray()
+            seen = 0
+            async for chunk in self.iter_bytes(target):
+                if seen + len(chunk) > offset:
+                    kept += chunk[max(0, offset - seen) :][: length - len(kept)]
+                seen += len(chunk)
+                if len(kept) >= length:
+                    break
+            return bytes(kept)
+        fetch = asyncio.ensure_future(execd.download_range(target, offset, length))
+        try:
+            info = await self._fs.lstat(execd, target)
+            if info is None:
+                raise new_path_error(FileNotFoundError, errno.ENOENT, target)
+            is_dir, is_file = await self._fs.kinds(target, info)
+            if is_dir:
+                raise new_path_error(IsADirectoryError, errno.EISDIR, target)
+            if not is_file:
+                if kind_of(info.get("type")) == "symlink":  # dangling
+                    raise new_path_error(FileNotFoundError, errno.ENOENT, target)
+                raise OSError(
+                    errno.EINVAL,
+                    "Not a regular file (FIFO, socket or device); reading it could block",
+                    target,
+                )
+        except BaseException:
+            fetch.cancel()
+            await asyncio.wait([fetch])
+            if not fetch.cancelled():
+                fetch.exception()  # retrieved, so asyncio does not log it
+            raise
+        try:
+            return await fetch
+        except Exception as exc:
+            await self._life.fail(exc, "read a file", execd=execd, path=target)
+            raise
+
+    async def replace_text(self, path: str, old: str, new: str) -> None:
+        """Replace every occurrence of `old` with `new` in a file, in place, in one request
+        (execd's `/files/replace`: the file keeps its inode, mode and owner; a symlink is
+        followed). `old` must not be empty. The path is taken literally: one that execd would
+        rewrite (`$`, a leading `~`) or with `..` segments raises ConfigurationError (edit such
+        files with a command). A missing file raises FileNotFoundError.
+        """
+        if not isinstance(old, str) or not old or not isinstance(new, str):
+            raise ConfigurationError("old must be a non-empty string and new a string.")
+        execd = await self._fs.execd()
+        target = self._fs.resolve(path)
+        if not _files.literal(target) or _files.dotdot_split(target) is not None:
+            raise ConfigurationError(
+                f"path {target!r} would be rewritten by execd ($, ~ or ..); edit it with a "
+                "command instead."
+            )
+        try:
+            await execd.replace(target, old, new)
+        except Exception as exc:
+            await self._life.fail(exc, "replace text in a file", execd=execd, path=target)
+            raise
+
+
+class _Retry(Exception):
+    """Internal: the overlapped write found a symlink and is redone the sequential way."""
+
+
+def _temp_for(target: str) -> str:
+    """A fresh temporary name to upload `target`'s content to. A target that execd would
+    rewrite ($) is written under a `$`-free name in its deepest `$`-free ancestor, then renamed
+    by a command (which takes the name literally)."""
+    directory, name = posixpath.split(target)
+    plain = _files.literal(target)
+    return _files.temp_name(directory if plain else _files.literal_anchor(target), name)
+
+
+def _check_replaceable(target: str, info: Mapping[str, Any] | None) -> None:
+    """Raise unless `target` (lstat `info`, None when missing) may be replaced by a file."""
+    kind = kind_of(info.get("type")) if info is not None else None
+    if kind == "directory":
+        raise new_path_error(IsADirectoryError, errno.EISDIR, target)
+    if kind == "other":
+        raise OSError(errno.EINVAL, "Not a regular file; refusing to replace it", target)
+
+
+def _transfer_error(exc: BaseException) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return "file_not_found"
+    if isinstance(exc, PermissionError):
+        return "permission_denied"
+    if isinstance(exc, IsADirectoryError):
+        return "is_directory"
+    if isinstance(exc, NotADirectoryError):
+        return "not_a_directory"
+    if isinstance(exc, ConfigurationError):
+        return "invalid_path"
+    if isinstance(exc, SandboxUnavailableError):
+        return "unavailable"
+    return "error"
