@@ -85,7 +85,9 @@ class FakeExecd:
     def __init__(self, version: str) -> None:
         self.version = version
         self.requests: list[tuple[str, str, list[tuple[str, str]]]] = []
-        self.overrides: dict[tuple[str, str, str | None], httpx.Response] = {}
+        self.overrides: dict[
+            tuple[str, str, str | None], httpx.Response | list[httpx.Response]
+        ] = {}
 
     @property
     def modern(self) -> bool:
@@ -114,7 +116,10 @@ class FakeExecd:
             assert "$" not in path, f"a `$` reached execd: {path!r}"
         key = (request.method, url.path, paths[0] if paths else None)
         if key in self.overrides:
-            return self.overrides[key]
+            answer = self.overrides[key]
+            if isinstance(answer, list):  # answered in turn, the last one from then on
+                return answer.pop(0) if len(answer) > 1 else answer[0]
+            return answer
         if url.path == "/files/info":
             if paths == ["/"]:
                 return replay(recorded(self.version, "files_info", "dir"))
@@ -352,6 +357,34 @@ async def test_a_missing_list_route_is_learnt_once(tmp_path: Path) -> None:
             ("sub", "directory", True),
         ]
     assert daemon.count("GET", "/directories/list") == 1
+
+
+async def test_an_entry_vanishing_during_a_listing_is_listed_again(tmp_path: Path) -> None:
+    """execd fails a whole listing with a 500 when an entry vanishes between its readdir and its
+    lstat (the raw output files the session deletes in the background, in /tmp): asked again."""
+    session, daemon, _ = _session("v1.0.19", tmp_path, "replay-vanish")
+    (tmp_path / "a.txt").write_bytes(b"aa")
+    gone = str(tmp_path / "x.stderr")
+    vanished = httpx.Response(
+        500,
+        json={
+            "code": "RUNTIME_ERROR",
+            "message": f"error listing directory {tmp_path}. lstat {gone}: no such file or directory",
+        },
+    )
+    real = daemon.handler(httpx.Request("GET", f"http://x/directories/list?path={tmp_path}"))
+    daemon.overrides[("GET", "/directories/list", str(tmp_path))] = [vanished, real]
+    entries = await session.list_dir(str(tmp_path))
+    assert [e.name for e in entries] == ["a.txt"]
+    assert daemon.count("GET", "/directories/list", str(tmp_path)) == 3  # 1 to build `real`
+    # A listing of a directory that is itself missing is not retried.
+    missing = str(tmp_path / "missing")
+    daemon.overrides[("GET", "/directories/list", missing)] = httpx.Response(
+        404, json={"code": "FILE_NOT_FOUND", "message": f"lstat {missing}: no such file"}
+    )
+    with pytest.raises(FileNotFoundError):
+        await session.list_dir(missing)
+    assert daemon.count("GET", "/directories/list", missing) == 1
 
 
 # -- fallbacks, on both generations --------------------------------------------------------------

@@ -281,7 +281,7 @@ class FileSystem:
         api = await self._file_api(execd)
         if api.has_list and _files.literal(target):
             try:
-                return await execd.list_dir(target)
+                return await self._list_settled(execd, target)
             except ExecdError as exc:
                 if exc.from_execd and exc.status == 400:
                     pass  # a symlink (execd refuses to traverse it) or not a directory
@@ -295,6 +295,18 @@ class FileSystem:
             except Exception as exc:
                 await self._life.fail(exc, "list a directory", execd=execd, path=target)
         return await self._entries_by_command(target)
+
+    async def _list_settled(self, execd: ExecdClient, target: str) -> list[dict[str, Any]]:
+        """`/directories/list`, asked again (at most twice) when an entry vanished between
+        execd's readdir and its lstat of that entry: execd then fails the whole listing with a
+        500 naming the entry (seen for the raw output files deleted in the background)."""
+        for attempt in range(3):
+            try:
+                return await execd.list_dir(target)
+            except ExecdError as exc:
+                if attempt == 2 or not _entry_vanished(exc, target):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _entries_by_command(self, target: str) -> list[dict[str, Any]]:
         result = await self._commands.file_command(
@@ -407,3 +419,12 @@ def _file_info(path: str, info: Mapping[str, Any], *, is_dir: bool, is_file: boo
         is_dir=is_dir,
         is_file=is_file,
     )
+
+
+def _entry_vanished(exc: ExecdError, directory: str) -> bool:
+    """Whether execd's error says an entry *inside* `directory` no longer exists."""
+    if exc.status != 500 or "no such file" not in exc.message.lower():
+        return False
+    prefix = directory.rstrip("/") + "/"
+    marker = f"lstat {prefix}"
+    return marker in exc.message
