@@ -17,7 +17,7 @@ from deepagents_opensandbox_backend._glob import native_glob
 from deepagents_opensandbox_backend._grep import native_grep
 from deepagents_opensandbox_backend._paging import page_cache
 from deepagents_opensandbox_backend._tools import native_edit, native_ls
-from opensandbox_core import run_blocking
+from opensandbox_core import Framing, run_blocking
 
 ROOT = "/workspace/native-tools"
 MIB = 1024 * 1024
@@ -426,7 +426,10 @@ def test_grep_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:
         answered = run_blocking(
             native_grep(session, pattern, path, glob, cap, tools_backend.grep_exclude_dirs)
         )
-        assert answered == base, (pattern, path, glob, cap)  # natively, not by the fallback
+        if session.framing is Framing.MODERN:  # BaseSandbox's command as it is: as fast there
+            assert answered is None, (pattern, path, glob, cap)
+        else:
+            assert answered == base, (pattern, path, glob, cap)  # natively, not by the fallback
     every = tools_backend.grep("needle", GREP)
     assert every.error is None and len(every.matches or []) > 3000
     texts = {m["text"] for m in every.matches or []}

@@ -30,7 +30,7 @@ from typing import Final
 from deepagents.backends.protocol import ExecuteResponse, GrepResult
 from deepagents.backends.sandbox import _build_grep_cmd, _parse_grep_output
 
-from opensandbox_core import AsyncSandboxSession, CommandTimeoutError
+from opensandbox_core import AsyncSandboxSession, CommandTimeoutError, Framing
 from opensandbox_core._framing import decode_output
 
 from ._tools import is_utf8
@@ -78,6 +78,10 @@ async def native_grep(
 ) -> GrepResult | None:
     """The `GrepResult` BaseSandbox's grep gives, from its own command run with plain output;
     None where only running BaseSandbox's command as it is can answer exactly."""
+    if session.framing is Framing.MODERN:
+        # Events keep their line endings: BaseSandbox's command as it is costs one request,
+        # and the base64 wrapper would only add work (measured 0.81x on the 1.1 profile).
+        return None
     text = f"{pattern}{path or ''}{glob or ''}"
     if "\0" in text or (not text.isascii() and not is_utf8(text)):
         return None  # BaseSandbox's command decides (NUL, or text it cannot encode)
