@@ -10,8 +10,9 @@ windows held stay within their budget.
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
 from typing import Any, cast
+
+from _page_files import PageFiles, lines
 
 from deepagents_opensandbox_backend._paging import (
     READAHEAD_MAX,
@@ -20,46 +21,13 @@ from deepagents_opensandbox_backend._paging import (
     paged_read,
 )
 from deepagents_opensandbox_backend._read import render_page
-from opensandbox_core import AsyncSandboxSession, FileInfo
+from opensandbox_core import AsyncSandboxSession
 
 MIB = 1024 * 1024
 LIMIT = 6000
 
 
-def _lines(count: int, tag: bytes = b"") -> bytes:
-    return b"".join(b"%s%062d\n" % (tag, i) for i in range(count))
-
-
-class _Files:
-    """The calls `paged_read` makes, over in-memory files, counting them."""
-
-    def __init__(self, files: dict[str, bytes]) -> None:
-        self.files = dict(files)
-        self.changed = datetime(2026, 12, 1, tzinfo=UTC)
-        self.stats = 0
-        self.ranges: list[tuple[str, int, int]] = []
-
-    def replace(self, path: str, data: bytes) -> None:
-        self.files[path] = data
-        self.changed += timedelta(seconds=1)
-
-    async def stat(self, path: str) -> FileInfo:
-        self.stats += 1
-        return FileInfo(
-            path=path,
-            kind="file",
-            size=len(self.files[path]),
-            mode=0o644,
-            modified_at=self.changed,
-            is_file=True,
-        )
-
-    async def read_range(self, path: str, offset: int, length: int) -> bytes:
-        self.ranges.append((path, offset, length))
-        return self.files[path][offset : offset + length]
-
-
-def _read_all(files: _Files, cache: PageCache, path: str) -> list[Any]:
+def _read_all(files: PageFiles, cache: PageCache, path: str) -> list[Any]:
     async def run() -> list[Any]:
         session = cast(AsyncSandboxSession, files)
         pages, offset = [], 0
@@ -75,8 +43,8 @@ def _read_all(files: _Files, cache: PageCache, path: str) -> list[Any]:
 
 
 def test_sequential_pages_come_from_a_few_large_reads() -> None:
-    data = _lines(130_000)  # about 8 MiB: 22 pages of 6000 lines
-    files = _Files({"/f.txt": data})
+    data = lines(130_000)  # about 8 MiB: 22 pages of 6000 lines
+    files = PageFiles({"/f.txt": data})
     pages = _read_all(files, PageCache(), "/f.txt")
     expected = [render_page(data, "/f.txt", 6000 * i, LIMIT) for i in range(len(pages))]
     assert pages == expected
@@ -90,9 +58,9 @@ def test_sequential_pages_come_from_a_few_large_reads() -> None:
 
 
 def test_a_changed_file_is_never_served_from_the_old_window() -> None:
-    old = _lines(60_000, b"o")
-    new = _lines(60_000, b"n")
-    files = _Files({"/f.txt": old})
+    old = lines(60_000, b"o")
+    new = lines(60_000, b"n")
+    files = PageFiles({"/f.txt": old})
     cache = PageCache()
 
     async def page(offset: int) -> Any:
@@ -111,7 +79,7 @@ def test_a_changed_file_is_never_served_from_the_old_window() -> None:
 
 def test_windows_held_stay_within_the_budget() -> None:
     names = [f"/f{i}.txt" for i in range(4)]
-    files = _Files({name: _lines(70_000, name[2:3].encode()) for name in names})
+    files = PageFiles({name: lines(70_000, name[2:3].encode()) for name in names})
     cache = PageCache()
 
     async def run() -> None:

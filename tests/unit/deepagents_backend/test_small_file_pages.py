@@ -7,8 +7,9 @@ The oracle is `render_page` on the file's current bytes (compared with BaseSandb
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
 from typing import Any, cast
+
+from _page_files import PageFiles, lines
 
 from deepagents_opensandbox_backend._paging import (
     PAGED_ABOVE,
@@ -17,51 +18,12 @@ from deepagents_opensandbox_backend._paging import (
     paged_read,
 )
 from deepagents_opensandbox_backend._read import render_page
-from opensandbox_core import AsyncSandboxSession, FileInfo, OutputLimitError
+from opensandbox_core import AsyncSandboxSession
 
 LIMIT = 2000
 
 
-def _lines(count: int, tag: bytes = b"a") -> bytes:
-    return b"".join(b"%s%062d\n" % (tag, i) for i in range(count))
-
-
-class _Files:
-    """The calls the read path makes, over in-memory files, counting them."""
-
-    def __init__(self, files: dict[str, bytes]) -> None:
-        self.files = dict(files)
-        self.changed = datetime(2026, 12, 1, tzinfo=UTC)
-        self.stats = 0
-        self.downloads = 0
-
-    def replace(self, path: str, data: bytes) -> None:
-        self.files[path] = data
-        self.changed += timedelta(seconds=1)
-
-    async def stat(self, path: str) -> FileInfo:
-        self.stats += 1
-        return FileInfo(
-            path=path,
-            kind="file",
-            size=len(self.files[path]),
-            mode=0o644,
-            modified_at=self.changed,
-            is_file=True,
-        )
-
-    async def read_bytes(self, path: str, *, max_size: int) -> bytes:
-        self.downloads += 1
-        data = self.files[path]
-        if len(data) > max_size:
-            raise OutputLimitError(f"{path} is over {max_size} bytes.")
-        return data
-
-    async def read_range(self, path: str, offset: int, length: int) -> bytes:
-        raise AssertionError("a small file is never read by ranges")
-
-
-def _page(files: _Files, cache: PageCache, path: str, offset: int) -> Any:
+def _page(files: PageFiles, cache: PageCache, path: str, offset: int) -> Any:
     """One `aread` page the way the backend makes it: the first page of an unknown file is
     rendered from a plain download, the next ones go through `paged_read`."""
 
@@ -74,13 +36,15 @@ def _page(files: _Files, cache: PageCache, path: str, offset: int) -> Any:
             return page
         return await paged_read(cast(AsyncSandboxSession, files), cache, path, offset, LIMIT)
 
-    return asyncio.run(run())
+    page = asyncio.run(run())
+    assert not files.ranges, "a small file is never read by ranges"
+    return page
 
 
 def test_pages_of_a_small_file_download_it_once() -> None:
-    data = _lines(12_000)  # about 750 KiB: 6 pages
+    data = lines(12_000, b"a")  # about 750 KiB: 6 pages
     assert len(data) <= PAGED_ABOVE
-    files, cache = _Files({"/s.txt": data}), PageCache()
+    files, cache = PageFiles({"/s.txt": data}), PageCache()
     offset: int | None = 0
     pages = []
     while offset is not None:
@@ -95,16 +59,16 @@ def test_pages_of_a_small_file_download_it_once() -> None:
 
 
 def test_a_small_file_changed_between_pages_is_read_again() -> None:
-    old = _lines(8000, b"a")
-    files, cache = _Files({"/s.txt": old}), PageCache()
+    old = lines(8000, b"a")
+    files, cache = PageFiles({"/s.txt": old}), PageCache()
     assert _page(files, cache, "/s.txt", 0) == render_page(old, "/s.txt", 0, LIMIT)
     assert _page(files, cache, "/s.txt", 2000) == render_page(old, "/s.txt", 2000, LIMIT)
-    same_size = _lines(8000, b"b")  # same size, new mtime: a new version
+    same_size = lines(8000, b"b")  # same size, new mtime: a new version
     files.replace("/s.txt", same_size)
     page = _page(files, cache, "/s.txt", 4000)
     assert page == render_page(same_size, "/s.txt", 4000, LIMIT)
     assert page.file_data["content"].startswith("b")
-    shorter = _lines(3000, b"c")
+    shorter = lines(3000, b"c")
     files.replace("/s.txt", shorter)
     page = _page(files, cache, "/s.txt", 2000)
     assert page == render_page(shorter, "/s.txt", 2000, LIMIT)
@@ -115,9 +79,9 @@ def test_a_small_file_changed_between_pages_is_read_again() -> None:
 
 
 def test_a_small_file_grown_past_the_limit_is_paged_by_ranges() -> None:
-    files, cache = _Files({"/s.txt": _lines(8000)}), PageCache()
+    files, cache = PageFiles({"/s.txt": lines(8000, b"a")}), PageCache()
     _page(files, cache, "/s.txt", 0)
-    big = _lines(20_000, b"d")  # over 1 MiB now
+    big = lines(20_000, b"d")  # over 1 MiB now
     files.replace("/s.txt", big)
 
     async def ranged(path: str, offset: int, length: int) -> bytes:
@@ -131,8 +95,8 @@ def test_a_small_file_grown_past_the_limit_is_paged_by_ranges() -> None:
 
 
 def test_bytes_that_do_not_fit_the_version_are_not_kept() -> None:
-    files, cache = _Files({"/s.txt": _lines(8000)}), PageCache()
-    stale = _lines(7000)  # what a download saw before the file grew
+    files, cache = PageFiles({"/s.txt": lines(8000, b"a")}), PageCache()
+    stale = lines(7000, b"a")  # what a download saw before the file grew
     asyncio.run(keep_whole(cast(AsyncSandboxSession, files), cache, "/s.txt", stale))
     assert cache.get("/s.txt") is None
     page = _page(files, cache, "/s.txt", 0)
