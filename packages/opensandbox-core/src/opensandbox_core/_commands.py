@@ -134,12 +134,12 @@ class Commands:
         env: Mapping[str, str],
         default_timeout: float | None,
         max_output: int,
-        runner: Runner | None = None,
+        runner: Runner,
     ) -> None:
         self._life = lifecycle
-        # What file commands run through: the session's public `run` (so that everything a
-        # session runs goes through one door), else this facet's own.
-        self._runner: Runner = runner or self._run_plain
+        # What file commands run through: the session's public `run`, so that everything a
+        # session runs goes through one door (as for `FileSystem` and `Transfers`).
+        self._runner: Runner = runner
         self._env = dict(env)
         self._timeout_default = default_timeout
         self._max_output = max_output
@@ -342,24 +342,6 @@ class Commands:
                 "image (GNU coreutils and findutils)."
             )
         return result
-
-    async def _run_plain(
-        self,
-        command: Sequence[str],
-        *,
-        cwd: str | None,
-        timeout: float | None,
-        max_output: int | None,
-    ) -> CommandResult:
-        return await self.run(
-            command,
-            cwd=cwd,
-            env=None,
-            timeout=timeout,
-            on_output=None,
-            max_output=max_output,
-            plain_lines=False,
-        )
 
     async def literal_cwd(
         self, command: str | Sequence[str], workdir: str, ctx: Context | None = None
