@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import sys
@@ -70,9 +71,13 @@ def api_base(env: dict[str, str]) -> str:
     return f"{env.get('OPEN_SANDBOX_PROTOCOL') or 'http'}://{env['OPEN_SANDBOX_DOMAIN']}/v1"
 
 
+_CORE_CREATED = re.compile(r" opensandbox_core\.[\w.]+ Created OpenSandbox sandbox (\S+)$")
+
+
 def created_sandboxes(worker: Worker) -> list[str]:
+    # The core's own line (any of its modules); the adapters log the same words on their loggers.
     return [
-        line.rsplit(" ", 1)[-1]
+        found.group(1)
         for line in worker.log.read_text().splitlines()
-        if " opensandbox_core._session Created OpenSandbox sandbox " in line
+        if (found := _CORE_CREATED.search(line))
     ]

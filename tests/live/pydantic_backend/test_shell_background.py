@@ -14,10 +14,15 @@ from pydantic_ai_harness.shell import Shell
 from pydantic_ai_opensandbox import OpenSandbox
 
 IMAGE = "python:3.13-slim"
-TICKER = "i=0; while true; do i=$((i+1)); echo tick $i; echo $$ > /tmp/ticker.pid; sleep 0.2; done"
+# The pid file is written once, before the first tick, by a rename: a reader never sees it empty.
+TICKER = (
+    "echo $$ > /tmp/ticker.pid.new && mv /tmp/ticker.pid.new /tmp/ticker.pid; "
+    "i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.2; done"
+)
 
 
 async def _alive(ref: WorkspaceRef, pid: str) -> bool:
+    assert pid.isdigit(), f"not a pid: {pid!r}"
     backend = OpenSandbox().backend(ref)
     try:
         check = f'[ -d /proc/{pid} ] && ! grep -q "^State:.*Z" /proc/{pid}/status'

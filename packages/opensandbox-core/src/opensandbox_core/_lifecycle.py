@@ -23,16 +23,16 @@ import posixpath
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
-from . import _errors, _reach, _validate
-from ._config import DEFAULT_LIFETIME, Connection, SandboxSpec
+from . import _errors, _pausing, _reach, _validate
+from ._config import Connection, SandboxSpec
 from ._defaults import READY_TIMEOUT
 from ._errors import SandboxUnavailableError, ServerError, new_path_error, path_error
 from ._execd import ExecdClient, ExecdEndpoint, ExecdError
 from ._framing import Framing
+from ._lifetime import Renewal, renew_if_due
 from ._startup import Creator
 from ._wire import Context
 
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from opensandbox.config import ConnectionConfig
     from opensandbox.services.sandbox import Sandboxes
 
-__all__ = ["LoopClients", "Ready", "Renewal", "SandboxLifecycle"]
+__all__ = ["LoopClients", "Ready", "SandboxLifecycle"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +53,22 @@ class LoopClients:
     sandboxes: Sandboxes
     execd: ExecdClient | None = None
 
+    async def aclose(self) -> None:
+        """Close them all; a client that fails to close is dropped all the same."""
+        if self.execd is not None:
+            with contextlib.suppress(Exception):
+                await self.execd.aclose()
+        with contextlib.suppress(Exception):
+            close = getattr(self.sandboxes, "close", None) or getattr(
+                self.sandboxes, "aclose", None
+            )
+            if close is not None:
+                result = close()
+                if inspect.isawaitable(result):
+                    await result
+        with contextlib.suppress(Exception):
+            await self.sdk_config.close_transport_if_owned()
+
 
 @dataclass
 class Ready:
@@ -61,11 +77,6 @@ class Ready:
     endpoint: ExecdEndpoint
     framing: Framing
     working_dir: str
-
-
-@dataclass
-class Renewal:
-    last: float = field(default_factory=time.monotonic)
 
 
 class SandboxLifecycle:
@@ -282,47 +293,23 @@ class SandboxLifecycle:
 
     # -- pause and resume ------------------------------------------------------------------
     async def pause_or_resume(self, *, pause: bool, limit: float) -> None:
-        verb = "pause" if pause else "resume"
-        want = "paused" if pause else "running"
         clients = await self.ensure(allow_paused=True)
-        sandbox_id = self.sandbox_id
-        assert sandbox_id is not None
-        call = clients.sandboxes.pause_sandbox if pause else clients.sandboxes.resume_sandbox
-        try:
-            await call(sandbox_id)
-        except Exception as exc:
-            if not _is_conflict(exc) or await self.state(clients) != want:
-                _errors.translate(exc, action=f"{verb} the sandbox", sandbox_id=sandbox_id)
+        assert self.sandbox_id is not None
         deadline = time.monotonic() + limit
-        while (state := await self.state(clients)) != want:
-            if state in _reach.GONE_STATES or time.monotonic() >= deadline:
-                raise SandboxUnavailableError(
-                    f"Sandbox {sandbox_id} did not become {want} within {limit:g} s after "
-                    f"the {verb} request (its state is {state or 'unknown'!r}). Check the "
-                    "server log.",
-                    sandbox_id=sandbox_id,
-                )
-            await asyncio.sleep(_reach.READY_POLL * 4)
+        await _pausing.request(
+            clients.sandboxes, self.sandbox_id, pause=pause, limit=limit, deadline=deadline
+        )
         self.paused = pause
         if not pause and clients.execd is not None:
-            while not await clients.execd.ping(timeout=2.0):
-                if time.monotonic() >= deadline:
-                    raise SandboxUnavailableError(
-                        f"Sandbox {sandbox_id} is running again but its execd daemon did not "
-                        f"answer within {limit:g} s of the resume request.",
-                        sandbox_id=sandbox_id,
-                    )
-                await asyncio.sleep(_reach.READY_POLL)
-        logger.info("%s OpenSandbox sandbox %s", "Paused" if pause else "Resumed", sandbox_id)
+            await _pausing.wait_for_daemon(
+                clients.execd, self.sandbox_id, limit=limit, deadline=deadline
+            )
+        logger.info("%s OpenSandbox sandbox %s", "Paused" if pause else "Resumed", self.sandbox_id)
 
     async def state(self, clients: LoopClients) -> str:
         """The sandbox's state as the server reports it, lower case ('' when unknown)."""
         assert self.sandbox_id is not None
-        try:
-            info = await clients.sandboxes.get_sandbox_info(self.sandbox_id)
-        except Exception as exc:
-            _errors.translate(exc, action="read the sandbox's state", sandbox_id=self.sandbox_id)
-        return str(getattr(info.status, "state", "") or "").lower()
+        return await _pausing.state(clients.sandboxes, self.sandbox_id)
 
     async def _recheck_paused(self, clients: LoopClients) -> None:
         """The sandbox was seen paused: ask the server once whether someone resumed it since,
@@ -387,55 +374,18 @@ class SandboxLifecycle:
             self.loops.pop(other, None)
         if clients is None:
             return
-        if clients.execd is not None:
-            with contextlib.suppress(Exception):
-                await clients.execd.aclose()
-        with contextlib.suppress(Exception):
-            close = getattr(clients.sandboxes, "close", None) or getattr(
-                clients.sandboxes, "aclose", None
-            )
-            if close is not None:
-                result = close()
-                if inspect.isawaitable(result):
-                    await result
-        with contextlib.suppress(Exception):
-            await clients.sdk_config.close_transport_if_owned()
+        await clients.aclose()
 
     # -- renewal ---------------------------------------------------------------------------
     async def maybe_renew(self, clients: LoopClients) -> None:
-        lifetime = self.lifetime
-        if self.sandbox_id is None:
-            return
-        # An attached session without a lifetime of its own keeps a sandbox that expires alive
-        # while it is used (its creator may have stopped renewing it), extending the expiry to
-        # DEFAULT_LIFETIME from now but never shortening it, and never giving an expiry to a
-        # sandbox that has none.
-        extend_only = not lifetime and self.spec is None
-        if extend_only:
-            lifetime = DEFAULT_LIFETIME
-        if not lifetime:
-            return
-        now = time.monotonic()
-        if now - self.renewal.last < max(1.0, lifetime / 10):
-            return
-        self.renewal.last = now
-        target = datetime.now(UTC) + timedelta(seconds=lifetime)
-        try:
-            if extend_only:
-                info = await clients.sandboxes.get_sandbox_info(self.sandbox_id)
-                current = getattr(info, "expires_at", None)
-                if isinstance(current, datetime) and current.tzinfo is None:
-                    current = current.replace(tzinfo=UTC)
-                if not isinstance(current, datetime) or current >= target:
-                    return
-            await clients.sandboxes.renew_sandbox_expiration(self.sandbox_id, target)
-        except Exception as exc:
-            if _errors.is_not_found(exc):
-                raise SandboxUnavailableError(
-                    f"Sandbox {self.sandbox_id} was not found: it was deleted or has expired.",
-                    sandbox_id=self.sandbox_id,
-                ) from exc
-            logger.warning("Could not renew sandbox %s (%s)", self.sandbox_id, type(exc).__name__)
+        if self.sandbox_id is not None:
+            await renew_if_due(
+                clients.sandboxes,
+                self.sandbox_id,
+                self.renewal,
+                lifetime=self.lifetime,
+                attached=self.spec is None,
+            )
 
     # -- failures --------------------------------------------------------------------------
     async def gone(self, execd: ExecdClient | None, *, raise_paused: bool = False) -> bool:
@@ -499,8 +449,3 @@ class SandboxLifecycle:
             address=self.connection.display_address(),
             sandbox_id=self.sandbox_id,
         )
-
-
-def _is_conflict(exc: BaseException) -> bool:
-    """Whether the server refused a request with 409 (e.g. pausing a paused sandbox)."""
-    return getattr(exc, "status_code", None) == 409

@@ -12,10 +12,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
-from typing import Protocol
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Protocol
 
-__all__ = ["Renewable", "renewal_interval", "renewing"]
+from . import _errors
+from ._defaults import LIFETIME as DEFAULT_LIFETIME
+from ._errors import SandboxUnavailableError
+
+if TYPE_CHECKING:
+    from opensandbox.services.sandbox import Sandboxes
+
+__all__ = ["Renewable", "Renewal", "renew_if_due", "renewal_interval", "renewing"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,3 +86,53 @@ async def renewing(session: Renewable) -> AsyncIterator[None]:
         if running:
             # Waits for the renewal to stop without swallowing a cancellation of the caller.
             await asyncio.wait(set(running))
+
+
+@dataclass
+class Renewal:
+    """When the sandbox was last renewed (monotonic seconds)."""
+
+    last: float = field(default_factory=time.monotonic)
+
+
+async def renew_if_due(
+    sandboxes: Sandboxes,
+    sandbox_id: str,
+    renewal: Renewal,
+    *,
+    lifetime: float | None,
+    attached: bool,
+) -> None:
+    """Renew the sandbox to `lifetime` from now unless that was done a tenth of it ago.
+
+    An `attached` session without a lifetime of its own keeps a sandbox that expires alive while
+    it is used (its creator may have stopped renewing it): it extends the expiry to
+    DEFAULT_LIFETIME from now, never shortens it, and never gives an expiry to a sandbox that has
+    none. A failed renewal is logged, not raised, unless the sandbox is gone.
+    """
+    extend_only = not lifetime and attached
+    if extend_only:
+        lifetime = DEFAULT_LIFETIME
+    if not lifetime:
+        return
+    now = time.monotonic()
+    if now - renewal.last < max(1.0, lifetime / 10):
+        return
+    renewal.last = now
+    target = datetime.now(UTC) + timedelta(seconds=lifetime)
+    try:
+        if extend_only:
+            info = await sandboxes.get_sandbox_info(sandbox_id)
+            current = getattr(info, "expires_at", None)
+            if isinstance(current, datetime) and current.tzinfo is None:
+                current = current.replace(tzinfo=UTC)
+            if not isinstance(current, datetime) or current >= target:
+                return
+        await sandboxes.renew_sandbox_expiration(sandbox_id, target)
+    except Exception as exc:
+        if _errors.is_not_found(exc):
+            raise SandboxUnavailableError(
+                f"Sandbox {sandbox_id} was not found: it was deleted or has expired.",
+                sandbox_id=sandbox_id,
+            ) from exc
+        logger.warning("Could not renew sandbox %s (%s)", sandbox_id, type(exc).__name__)
