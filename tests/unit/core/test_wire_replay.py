@@ -31,8 +31,10 @@ from opensandbox_core import (
     Connection,
     Framing,
     UnsupportedDaemonError,
+    _reach,
 )
 from opensandbox_core import _session as session_module
+from opensandbox_core._commands import WARNED_REBUILT
 from opensandbox_core._execd import ExecdClient, ExecdEndpoint
 from opensandbox_core._framing import EventSplitter, decode_output
 from opensandbox_core._lifecycle import SandboxLifecycle
@@ -220,8 +222,13 @@ class Replay:
 @pytest.fixture(autouse=True)
 def _fresh_caches() -> Iterator[None]:
     yield
-    for cache in ("_framing_cache", "_workdir_cache", "_output_dir_cache", "_warned_rebuilt"):
-        getattr(session_module, cache).clear()
+    for cache in (
+        _reach._framing_cache,
+        _reach._workdir_cache,
+        _reach._output_dir_cache,
+        WARNED_REBUILT,
+    ):
+        cache.clear()
 
 
 def attach(replay: Replay, monkeypatch: pytest.MonkeyPatch, **kwargs: Any) -> AsyncSandboxSession:

@@ -31,22 +31,21 @@ import posixpath
 from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Unpack
 
-from . import _background, _errors, _reach, _validate
+from . import _background, _validate
 from ._background import start_background
-from ._commands import WARNED_REBUILT, Commands, OutputCallback
+from ._commands import Commands, OutputCallback
 from ._config import Connection, SandboxSpec, validate_env
 from ._defaults import (
     CHUNK_SIZE,
     COMMAND_TIMEOUT,
     MAX_OUTPUT,
-    MIN_MAX_OUTPUT,
     RECOVER_TIMEOUT,
     WORKING_DIR,
 )
 from ._errors import ConfigurationError
-from ._filesystem import FileSystem, file_api_cache, octal_digits
+from ._filesystem import FileSystem
 from ._framing import Framing
-from ._lifecycle import LoopClients, Ready, SandboxLifecycle
+from ._lifecycle import SandboxLifecycle
 from ._startup import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY
 from ._transfers import Transfers
 from ._types import CommandResult, FileInfo, TransferResult
@@ -76,34 +75,6 @@ class _Default:
 
 DEFAULT: Final = _Default()
 """Sentinel: use the session's default (e.g. its default command timeout)."""
-
-
-def _check_arguments(
-    spec: SandboxSpec | None,
-    sandbox_id: str | None,
-    connection: Connection | None,
-    working_dir: str | None,
-    max_output: int,
-) -> None:
-    """Raise ConfigurationError for arguments a session cannot be built from."""
-    if spec is not None and not isinstance(spec, SandboxSpec):
-        raise ConfigurationError("spec must be a SandboxSpec.")
-    if (spec is None) == (sandbox_id is None):
-        raise ConfigurationError(
-            "Pass either a SandboxSpec (to create a sandbox) or sandbox_id (to attach), not "
-            + ("both." if spec is not None else "neither.")
-        )
-    if sandbox_id is not None and (not isinstance(sandbox_id, str) or not sandbox_id.strip()):
-        raise ConfigurationError("sandbox_id must be a non-empty string.")
-    _validate.working_dir(working_dir)
-    if connection is not None and not isinstance(connection, Connection):
-        raise ConfigurationError("connection must be an opensandbox_core.Connection.")
-    if (
-        isinstance(max_output, bool)
-        or not isinstance(max_output, int)
-        or max_output < MIN_MAX_OUTPUT
-    ):
-        raise ConfigurationError(f"max_output must be an int of at least {MIN_MAX_OUTPUT} bytes.")
 
 
 class AsyncSandboxSession:
@@ -141,12 +112,23 @@ class AsyncSandboxSession:
         max_output: int = DEFAULT_MAX_OUTPUT,
         recover_timeout: float = RECOVER_TIMEOUT,
     ) -> None:
-        _check_arguments(spec, sandbox_id, connection, working_dir, max_output)
+        if spec is not None and not isinstance(spec, SandboxSpec):
+            raise ConfigurationError("spec must be a SandboxSpec.")
+        if connection is not None and not isinstance(connection, Connection):
+            raise ConfigurationError("connection must be an opensandbox_core.Connection.")
+        _validate.one_of(
+            spec,
+            sandbox_id,
+            create_name="a SandboxSpec (to create a sandbox)",
+            attach_name="sandbox_id (to attach)",
+        )
+        _validate.working_dir(working_dir)
+        _validate.max_output(max_output)
         timeout_default = _validate.timeout(default_timeout, allow_none=True)
         self._env = validate_env(env)
         self._life = SandboxLifecycle(
             spec,
-            sandbox_id.strip() if sandbox_id else None,
+            None if sandbox_id is None else _validate.sandbox_id(sandbox_id),
             connection or Connection(),
             working_dir=posixpath.normpath(working_dir) if working_dir else None,
             recover_timeout=recover_timeout,
@@ -464,17 +446,3 @@ class AsyncSandboxSession:
     async def _literal_cwd(self, command: str | Sequence[str], workdir: str) -> tuple[str, str]:
         """See `Commands.literal_cwd`."""
         return await self._commands.literal_cwd(command, workdir)
-
-
-# Kept for callers (and tests) of the names this module had before the facets held them.
-_octal_digits = octal_digits
-_check_timeout = _validate.timeout
-_command_text = _validate.command_text
-_is_lost_response = _errors.is_lost_response
-_warned_rebuilt = WARNED_REBUILT
-_file_api_cache = file_api_cache
-_framing_cache = _reach._framing_cache
-_workdir_cache = _reach._workdir_cache
-_output_dir_cache = _reach._output_dir_cache
-_LoopClients = LoopClients
-_Ready = Ready

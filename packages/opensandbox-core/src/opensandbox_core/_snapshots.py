@@ -29,13 +29,7 @@ from typing import Any
 from . import _errors
 from ._config import Connection, validate_env
 from ._errors import ConfigurationError, SandboxUnavailableError, ServerError
-from ._session import (
-    LIBRARY_KEY,
-    LIBRARY_VALUE,
-    OWNER_KEY,
-    AsyncSandboxSession,
-    _is_lost_response,
-)
+from ._session import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY, AsyncSandboxSession
 
 __all__ = [
     "SnapshotRef",
@@ -286,7 +280,7 @@ async def restore_snapshot(
             sandbox_id = str(created.id)
         except Exception as exc:
             _unsupported(exc, "restore a snapshot")
-            if not _is_lost_response(exc):
+            if not _errors.is_lost_response(exc):
                 _errors.translate(exc, action=f"create a sandbox from snapshot {snapshot_id}")
             logger.warning(
                 "The create answer for snapshot %s was lost (%s); looking for it by its tag",
