@@ -68,6 +68,26 @@ def test_dependency_direction() -> None:
     assert "deepagents_opensandbox_backend" not in pyd and "deepagents" not in pyd
 
 
+@pytest.mark.parametrize("dist", ["deepagents-opensandbox-backend", "pydantic-ai-opensandbox"])
+def test_adapters_use_only_the_cores_public_names(dist: str) -> None:
+    # The core's private modules may change in any release; an adapter that reached into one
+    # would break with a core its version range allows.
+    private = []
+    for path in (ROOT / "packages" / dist / "src").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                modules = [a.name for a in node.names]
+            else:
+                continue
+            for module in modules:
+                parts = module.split(".")
+                if parts[0] == "opensandbox_core" and any(p.startswith("_") for p in parts[1:]):
+                    private.append(f"{path.name}:{node.lineno} {module}")
+    assert not private, private
+
+
 def test_test_module_names_are_unique() -> None:
     # pytest's default import mode imports test modules by basename: two with the same name in
     # different folders break collection of the whole run.

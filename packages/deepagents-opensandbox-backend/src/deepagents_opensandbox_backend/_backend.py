@@ -43,10 +43,10 @@ from opensandbox_core import (
     AsyncSandboxSession,
     CommandTimeoutError,
     DirectoryUpload,
+    UploadOptions,
     run_blocking,
     upload_directory,
 )
-from opensandbox_core._upload import UploadOptions
 
 from ._filesystem import NativeFiles
 from ._mapping import combined_output, execute_timeout

@@ -30,8 +30,7 @@ from typing import Final
 from deepagents.backends.protocol import ExecuteResponse, GrepResult
 from deepagents.backends.sandbox import _build_grep_cmd, _parse_grep_output
 
-from opensandbox_core import AsyncSandboxSession, CommandTimeoutError, Framing
-from opensandbox_core._framing import decode_output
+from opensandbox_core import AsyncSandboxSession, CommandTimeoutError, Framing, decode_output
 
 from ._tools import is_utf8
 

@@ -22,7 +22,8 @@ from deepagents.backends.protocol import (
     FileOperationError,
 )
 
-from opensandbox_core import ConfigurationError, TransferResult, _validate
+from opensandbox_core import ConfigurationError, TransferResult
+from opensandbox_core import validation as _validate
 
 __all__ = [
     "CODE_INTERPRETER_ENTRYPOINTS",

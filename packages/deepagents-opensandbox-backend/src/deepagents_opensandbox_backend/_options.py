@@ -30,8 +30,12 @@ from opensandbox_core import (
     NetworkPolicy,
     SandboxSpec,
     Volume,
-    _defaults,
-    _validate,
+)
+from opensandbox_core import (
+    defaults as _defaults,
+)
+from opensandbox_core import (
+    validation as _validate,
 )
 
 from ._mapping import entrypoint_argv

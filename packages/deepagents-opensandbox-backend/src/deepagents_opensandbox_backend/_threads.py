@@ -47,10 +47,12 @@ from opensandbox_core import (
     SandboxSummary,
     SandboxUnavailableError,
     ServerError,
-    _validate,
     destroy_sandbox,
     list_sandboxes,
     run_blocking,
+)
+from opensandbox_core import (
+    validation as _validate,
 )
 
 from ._backend import OpenSandboxBackend

@@ -26,7 +26,7 @@ from ._errors import (
     ServerError,
     UnsupportedDaemonError,
 )
-from ._framing import Framing
+from ._framing import Framing, decode_output
 from ._pool import SandboxPool
 from ._session import DEFAULT, LIBRARY_KEY, OWNER_KEY, AsyncSandboxSession, OutputCallback
 from ._snapshots import (
@@ -40,7 +40,7 @@ from ._snapshots import (
 )
 from ._sync import BlockingBackgroundProcess, SandboxSession, run_blocking
 from ._types import CommandResult, FileInfo, TransferResult
-from ._upload import SECRET_PATTERNS, DirectoryUpload, upload_directory
+from ._upload import SECRET_PATTERNS, DirectoryUpload, UploadOptions, upload_directory
 
 __version__ = "0.2.0"
 
@@ -78,8 +78,10 @@ __all__ = [
     "SnapshotsUnsupportedError",
     "TransferResult",
     "UnsupportedDaemonError",
+    "UploadOptions",
     "Volume",
     "__version__",
+    "decode_output",
     "delete_snapshot",
     "destroy_sandbox",
     "get_snapshot",

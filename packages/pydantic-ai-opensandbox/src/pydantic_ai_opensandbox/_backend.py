@@ -42,12 +42,16 @@ from opensandbox_core import (
     DirectoryUpload,
     NetworkPolicy,
     SandboxSpec,
+    UploadOptions,
     Volume,
-    _defaults,
-    _validate,
     upload_directory,
 )
-from opensandbox_core._upload import UploadOptions
+from opensandbox_core import (
+    defaults as _defaults,
+)
+from opensandbox_core import (
+    validation as _validate,
+)
 
 from ._lifecycle import SessionLifecycle
 from ._translate import (

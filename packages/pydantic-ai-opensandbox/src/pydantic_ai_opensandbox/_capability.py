@@ -26,7 +26,8 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.tools import AgentDepsT, RunContext
 from pydantic_ai.workspaces import Workspace, WorkspaceBackend, WorkspaceRef, WrapperWorkspace
 
-from opensandbox_core import NetworkPolicy, Volume, _validate
+from opensandbox_core import NetworkPolicy, Volume
+from opensandbox_core import validation as _validate
 
 from ._backend import DEFAULT_SANDBOX_TIMEOUT, DEFAULT_WORKING_DIR, OpenSandboxBackend
 from ._translate import PROVIDER, destroy_by_id, run_to_completion
