@@ -7,8 +7,10 @@ read from `.testbed/env`. No answering testbed is an error, not a skip.
 from __future__ import annotations
 
 import os
+import signal
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 
 import pytest
 
@@ -99,3 +101,18 @@ def testbed_env() -> dict[str, str]:
 def sandbox_image(testbed_env: dict[str, str]) -> str:
     """The image to create sandboxes from (the testbed's Debian image)."""
     return testbed_env["OSB_TESTBED_IMAGE"]
+
+
+@pytest.fixture
+def ctrl_c() -> Iterator[None]:
+    """Python's own Ctrl-C handler for the test, as an interactive program has it.
+
+    A process started in the background by a shell without job control inherits SIGINT ignored,
+    and Python then never raises KeyboardInterrupt: the tests that press Ctrl-C (a SIGINT to the
+    main thread) would pass or fail by how the runner was started.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

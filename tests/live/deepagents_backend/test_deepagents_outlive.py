@@ -79,6 +79,7 @@ def _expires_at(env: dict[str, str], sandbox_id: str) -> datetime | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
 
 
+@pytest.mark.usefixtures("ctrl_c")
 def test_ctrl_c_during_create_leaves_no_sandbox(
     holding_proxy: tuple[str, WithholdingProxy], sessions: list[AsyncSandboxSession]
 ) -> None:

@@ -67,6 +67,7 @@ async def test_cancelled_task_stops_the_remote_process(sandbox_image: str) -> No
         assert not await _pid_alive(session, pid), "the cancelled command still runs"
 
 
+@pytest.mark.usefixtures("ctrl_c")
 def test_keyboard_interrupt_in_blocking_run_stops_the_remote_process(sandbox_image: str) -> None:
     assert threading.current_thread() is threading.main_thread()
     with SandboxSession(SandboxSpec(image=sandbox_image)) as sandbox:

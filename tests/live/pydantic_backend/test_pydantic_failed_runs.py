@@ -89,6 +89,7 @@ async def test_a_failed_run_deletes_the_sandbox_it_created(testbed_env: dict[str
     assert _gone(testbed_env, model.sandbox_id)
 
 
+@pytest.mark.usefixtures("ctrl_c")
 def test_ctrl_c_in_run_sync_deletes_the_sandbox_it_created(testbed_env: dict[str, str]) -> None:
     main = threading.main_thread().ident
     assert main is not None and threading.current_thread() is threading.main_thread()
