@@ -181,13 +181,11 @@ class Transfers:
                 raise _Retry
             _check_replaceable(target, info)
         except BaseException as exc:
-            if isinstance(exc, _Retry):
-                # Let the upload end by itself: one cancelled in flight may still land its file
-                # after a removal sent at once (execd finishes a request it has begun).
-                await asyncio.wait([upload])
-            else:
+            # On a retry the upload ends by itself: one cancelled in flight may still land its
+            # file after a removal sent at once (execd finishes a request it has begun).
+            if not isinstance(exc, _Retry):
                 upload.cancel()
-                await asyncio.wait([upload])
+            await asyncio.wait([upload])
             # A failed upload removed its own file; a finished or cancelled one may have left it.
             if upload.cancelled() or upload.exception() is None:
                 await self._discard(execd, temp)
