@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -657,12 +659,18 @@ def test_download_range_404_dir_and_delete(d: Daemon, workdir: Path) -> None:
     r = d.client.get("/files/download", params={"path": str(workdir / "nope")})
     assert r.status_code == 404
     assert "open " in r.json()["message"]
-    # A directory, as execd on ext4 answers it: 200, the size its seek gave, then no body.
+    # A directory: Go serves the size a seek to its end gives (ext4: 2**63 - 1), then fails the
+    # read and drops the connection; a file system whose directories refuse that seek (tmpfs)
+    # gets "seeker can't seek".
+    end = _seek_end(workdir)
     with d.client.stream("GET", "/files/download", params={"path": str(workdir)}) as r:
-        assert r.status_code == 200
-        assert r.headers["Content-Length"] == str((1 << 63) - 1)
-        with pytest.raises(httpx.RemoteProtocolError):
-            r.read()
+        if end is None:
+            assert (r.status_code, r.read()) == (500, SEEKER)
+        else:
+            assert r.status_code == 200
+            assert r.headers["Content-Length"] == str(end)
+            with pytest.raises(httpx.RemoteProtocolError):
+                r.read()
     r = d.client.delete("/files", params={"path": str(workdir)})
     assert r.status_code == 500
     assert "is a directory" in r.json()["message"]
@@ -740,6 +748,129 @@ def test_proxy(d: Daemon) -> None:
         assert r.json() == {"path": "/x/y?q=1", "body": "payload", "xff": "http"}
     finally:
         srv.shutdown()
+
+
+SEEKER = b"seeker can't seek\n"
+
+
+def _seek_end(path: Path) -> int | None:
+    """Where the kernel puts a seek to the end of `path` (None: refused), as Go's ServeContent
+    asks it."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.lseek(fd, 0, os.SEEK_END)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _info(daemon: Daemon, path: Path | str) -> httpx.Response:
+    return daemon.client.get("/files/info", params={"path": str(path)})
+
+
+def _assert_seeker_cant_seek(r: httpx.Response, name: str) -> None:
+    """Go's serveError after execd set its headers: http.Error's text, Content-Disposition kept,
+    Last-Modified and the declared length dropped."""
+    assert (r.status_code, r.content) == (500, SEEKER), (r.status_code, r.content[:80])
+    assert [(k, v) for k, v in r.headers.items() if k != "date"] == [
+        ("content-disposition", f'attachment; filename="{name}"'),
+        ("content-type", "text/plain; charset=utf-8"),
+        ("x-content-type-options", "nosniff"),
+        ("content-length", "18"),
+    ]
+    assert "last-modified" not in r.headers and "accept-ranges" not in r.headers
+
+
+def test_special_files_as_go_serve_content_answers_them(
+    d: Daemon, d19: Daemon, workdir: Path
+) -> None:
+    """Download sizes a file the way Go's http.ServeContent does, by seeking to its end: procfs
+    files (stat: regular, size 0) and pipes refuse, devices land on 0, sysfs on its stat size.
+    Not a table of paths: any /proc file behaves so. Info follows each profile."""
+    sp = workdir / "special"
+    sp.mkdir()
+    (sp / "loop").symlink_to("loop")
+    os.mkfifo(sp / "fifo")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(sp / "sock"))
+    d18 = Daemon(workdir, "1.0.18")
+    try:
+        for daemon, typed in ((d19, True), (d, True), (d18, False)):
+            for path, kind in (
+                ("/proc/version", "file"),
+                ("/proc/self/status", "file"),
+                ("/dev/null", "other"),
+                (sp / "fifo", "other"),
+                (sp / "sock", "other"),
+            ):
+                info = _info(daemon, path).json()[str(path)]
+                assert info.get("type") == (kind if typed else None), (path, info)
+                if str(path).startswith("/proc"):
+                    assert info["size"] == 0
+            r = _info(daemon, sp / "loop")
+            if typed:  # lstat
+                assert r.json()[str(sp / "loop")]["type"] == "symlink"
+            else:  # v1.0.18: stat
+                assert r.status_code == 500
+                assert r.json()["message"].endswith(": too many levels of symbolic links")
+
+            for path in ("/proc/version", "/proc/self/status", "/proc/cpuinfo", "/proc/meminfo"):
+                r = daemon.client.get("/files/download", params={"path": path})
+                _assert_seeker_cant_seek(r, path.rsplit("/", 1)[1])
+            r = daemon.client.get(
+                "/files/download", params={"path": "/proc/version"}, headers={"Range": "bytes=0-9"}
+            )
+            _assert_seeker_cant_seek(r, "version")
+            r = daemon.client.get("/files/download", params={"path": "/dev/null"})
+            assert (r.status_code, r.content, r.headers["accept-ranges"]) == (200, b"", "bytes")
+            r = daemon.client.get(
+                "/files/download", params={"path": "/dev/zero"}, headers={"Range": "bytes=0-15"}
+            )  # size 0: Go ignores the range
+            assert (r.status_code, r.content, r.headers["content-length"]) == (200, b"", "0")
+            assert "content-range" not in r.headers
+            r = daemon.client.get("/files/download", params={"path": str(sp / "loop")})
+            assert r.status_code == 500
+            assert r.json()["message"] == (
+                f"error accessing file: open {sp / 'loop'}: too many levels of symbolic links"
+            )
+            r = daemon.client.get("/files/download", params={"path": str(sp / "sock")})
+            assert r.status_code == 500  # opening a socket fails: ENXIO
+            assert r.json()["message"].endswith(": no such device or address")
+
+            def writer() -> None:  # blocks until the daemon opens the fifo
+                with contextlib.suppress(OSError), open(sp / "fifo", "wb") as fh:
+                    fh.write(b"fifo-data")
+
+            thread = threading.Thread(target=writer, daemon=True)
+            thread.start()
+            r = daemon.client.get("/files/download", params={"path": str(sp / "fifo")}, timeout=10)
+            _assert_seeker_cant_seek(r, "fifo")
+            thread.join(10)
+            assert stat.S_ISFIFO(os.lstat(sp / "fifo").st_mode)
+
+        # sysfs: regular files whose stat size (4096) is more than they hold; Go declares the
+        # seek's size, sends what a read gives and then drops the connection.
+        sys_file = next(
+            (
+                f
+                for f in (
+                    Path("/sys/kernel/mm/transparent_hugepage/enabled"),
+                    Path("/sys/power/state"),
+                )
+                if f.is_file() and os.access(f, os.R_OK)
+            ),
+            None,
+        )
+        if sys_file is not None and _seek_end(sys_file):
+            with d19.client.stream("GET", "/files/download", params={"path": str(sys_file)}) as r:
+                assert r.status_code == 200
+                assert r.headers["content-length"] == str(_seek_end(sys_file))
+                with pytest.raises(httpx.RemoteProtocolError):
+                    r.read()
+    finally:
+        d18.stop()
+        sock.close()
 
 
 def test_fifo_download_blocks(d: Daemon, workdir: Path) -> None:

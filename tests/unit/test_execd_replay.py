@@ -220,7 +220,12 @@ def test_recordings_are_complete_copies() -> None:
     a, b = replay.load("v1.0.19"), replay.load("v1.0.18")
     assert a["format"] == b["format"] == 1
     assert [c["name"] for c in a["cases"]] == [c["name"] for c in b["cases"]]
-    assert len(CASES) == 2 * len(a["cases"]) == 114
+    assert len(CASES) == 2 * len(a["cases"]) == 116
+    for rec in (a, b):  # 58 cases, 419 exchanges each: files_special (2026-12-01) included
+        assert sum(len(c["exchanges"]) for c in rec["cases"]) == 419
+        assert [c.get("recorded") for c in rec["cases"] if c["name"] == "files_special"] == [
+            "2026-12-01"
+        ]
     assert (replay.RECORDINGS / "README.md").read_text().startswith("# Recorded exchanges")
 
 

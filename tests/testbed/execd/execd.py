@@ -3015,8 +3015,6 @@ class Handler(BaseHTTPRequestHandler):
 
     @file_route
     def download(self, q: dict) -> None:
-        import stat as s
-
         p = query_path(q)
         try:
             resolved = go_expand_path(p)
@@ -3043,8 +3041,9 @@ class Handler(BaseHTTPRequestHandler):
                 self._serve_lines(fd, raw_offset, raw_limit)
                 return
             st = os.fstat(fd)
-            # Go takes the size by seeking to the end: ext4 answers that for a directory.
-            size = (1 << 63) - 1 if s.S_ISDIR(st.st_mode) else st.st_size
+            # execd declares and parses ranges against the stat size; Go's ServeContent then
+            # takes its own size by seeking (see seek_size).
+            size = st.st_size
             base = [
                 ("Content-Type", "application/octet-stream"),
                 ("Content-Disposition", self._content_disposition(go_base(resolved))),
@@ -3068,7 +3067,7 @@ class Handler(BaseHTTPRequestHandler):
                     os.lseek(fd, start, os.SEEK_SET)
                     self._copy(fd, length)
                     return
-            self._serve_content(fd, st, size, base, rng)
+            self._serve_content(fd, st, base, rng)
         finally:
             os.close(fd)
 
@@ -3087,9 +3086,10 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def _serve_content(
-        self, fd: int, st: os.stat_result, size: int, base: list[tuple[str, str]], rng: str
+        self, fd: int, st: os.stat_result, base: list[tuple[str, str]], rng: str
     ) -> None:
-        """Go's http.ServeContent after execd set Content-Type/-Disposition/-Length."""
+        """Go's http.ServeContent after execd set Content-Type/-Disposition/-Length (the last
+        from the stat size): preconditions, then the size by seeking, then the body."""
         import stat as s
 
         headers = list(base)
@@ -3098,7 +3098,7 @@ class Handler(BaseHTTPRequestHandler):
             headers.append(("Last-Modified", _http_date(mtime_s)))
         cond = _go_preconditions(self.command, self.headers, mtime_s, st.st_mtime_ns == 0)
         if cond == 412:
-            self._declared(412, headers, size, b"")
+            self._declared(412, headers, st.st_size, b"")
             return
         if cond == 304:
             self.send_response(304)
@@ -3109,8 +3109,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         if rng and not _go_if_range(self.command, self.headers, mtime_s, st.st_mtime_ns == 0):
             rng = ""
-        if s.S_ISFIFO(st.st_mode) or s.S_ISSOCK(st.st_mode):
-            # Go sizes the content by seeking to its end, which a pipe refuses.
+        size = seek_size(fd)
+        if size is None:
+            # serveError: Last-Modified dropped, then http.Error (Content-Length dropped).
             self.send_response(500)
             self.send_header("Content-Disposition", dict(base)["Content-Disposition"])
             self.send_header("Content-Type", "text/plain; charset=utf-8")
@@ -3149,7 +3150,7 @@ class Handler(BaseHTTPRequestHandler):
             self._copy(fd, size)
             return
         # Not a regular file: a directory fails its first read (Go then drops the connection);
-        # anything else (a FIFO, a device) is copied until EOF or the declared length.
+        # a device that seeks (a block device) is copied until EOF or the declared length.
         sent = 0
         while sent < size:
             try:
@@ -3281,6 +3282,25 @@ HOP_HEADERS = {
     "proxy-authorization",
     "proxy-authenticate",
 }
+
+
+def seek_size(fd: int) -> int | None:
+    """The size Go's http.ServeContent serves: where a seek to the end lands (then back to the
+    start); None where the file refuses either seek, Go's "seeker can't seek".
+
+    The kernel decides, so the rule holds for any path: a pipe refuses (ESPIPE); procfs files
+    refuse SEEK_END (EINVAL) though stat calls them regular files of size 0; character devices
+    such as /dev/null and /dev/zero land on 0; sysfs attributes on their stat size (4096, more
+    than they hold: the body then falls short and the connection closes); an ext4 directory on
+    the htree end (2**63 - 1); a tmpfs or merged-overlay directory refuses. Sockets never get
+    here: opening one fails (ENXIO).
+    """
+    try:
+        size = os.lseek(fd, 0, os.SEEK_END)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError:
+        return None
+    return size
 
 
 def parse_range(s: str, size: int) -> list[tuple[int, int]] | None:
