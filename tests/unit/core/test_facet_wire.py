@@ -12,7 +12,13 @@ from http import HTTPStatus
 import pytest
 from opensandbox.transport import RetryAsyncTransport, RetryPolicy
 
-from opensandbox_core import AsyncSandboxSession, Connection, OpenSandboxError, SandboxSpec
+from opensandbox_core import (
+    AsyncSandboxSession,
+    Connection,
+    OpenSandboxError,
+    ProcessStatus,
+    SandboxSpec,
+)
 from opensandbox_core._wire import command_body, timeout_ms
 from opensandbox_core.testing import FakeOpenSandbox
 
@@ -107,7 +113,13 @@ async def test_a_server_that_never_answers_fails_in_the_time_the_message_says(
 async def test_background_handles_reach_the_sandbox_through_the_facets() -> None:
     fake = FakeOpenSandbox()
     async with AsyncSandboxSession(SandboxSpec(image="img"), connection=fake.connection()) as sb:
-        process = await sb.start_background("sleep 1")
+        # The fake runs a command to its end before its stream's completion event, so the
+        # process has exited by the time the handle exists.
+        process = await sb.start_background("true")
         again = sb.background(process.id)
         assert again.id == process.id
-        assert await asyncio.wait_for(again.status(), 5) is not None
+        status = await asyncio.wait_for(again.status(), 5)
+        assert status == ProcessStatus(running=False, exit_code=0, error=None)
+        assert fake.sandbox().statuses[process.id]["exit_code"] == 0
+    asked = [r.url.path for r in fake.requests if r.url.path.startswith("/command/status/")]
+    assert asked and set(asked) == {f"/command/status/{process.id}"}

@@ -109,17 +109,40 @@ async def test_legacy_without_raw_files_falls_back_to_events() -> None:
 
 
 async def test_timeout_stops_the_command(fake: FakeOpenSandbox) -> None:
+    """execd enforces the timeout the client sends it: the daemon's kill is a timeout."""
     async with new_session(fake) as sb:
         await sb.start()
         started = time.monotonic()
         with pytest.raises(CommandTimeoutError) as info:
             await sb.run("sleep 30", timeout=0.3)
         assert time.monotonic() - started < 10
-        box = fake.sandbox()
         assert info.value.timeout == pytest.approx(0.3)
-        assert fake.count("interrupt") + len(box.interrupted) >= 1 or any(
-            s.get("error") for s in box.statuses.values()
-        )
+        (command,) = [c for c in fake.sandbox().commands if c.command == "sleep 30"]
+        assert command.timeout_ms == 300
+
+
+@pytest.mark.parametrize("framing", FRAMINGS)
+async def test_timeout_interrupts_a_command_the_daemon_did_not_stop(framing: str) -> None:
+    """A daemon that lets the command run past its timeout: the client's own deadline fires and
+    it sends exactly one interrupt, for that command's id."""
+    fake = FakeOpenSandbox(framing=framing, kill_on_timeout=False)  # type: ignore[arg-type]
+    async with new_session(fake) as sb:
+        await sb.start()
+        started = time.monotonic()
+        with pytest.raises(CommandTimeoutError) as info:
+            await sb.run("sleep 30", timeout=0.1)
+        assert time.monotonic() - started < 10
+        assert "was stopped" in str(info.value)
+        box = fake.sandbox()
+        (execution_id,) = [i for i, s in box.statuses.items() if s["content"] == "sleep 30"]
+        interrupts = [
+            r.url.params.get("id")
+            for r in fake.requests
+            if r.method == "DELETE" and r.url.path == "/command"
+        ]
+        assert interrupts == [execution_id]
+        assert fake.count("interrupt") == 1
+        assert box.interrupted == {execution_id}  # the fake took it: the command is stopped
 
 
 # -- failure mapping --------------------------------------------------------------------------

@@ -20,7 +20,8 @@ atomic-rename commands), else with exit code 127.
 execd's two output framings are served: `framing="legacy"` (v1.0.17 to v1.0.19: one event per
 line, line endings stripped, the command's raw `<tmp>/<id>.stdout|.stderr` files kept and served
 by ranged `/files/download`) and `framing="modern"` (1.1: events keep their line endings).
-Faults are armed per route with `fail_next`, `lose_next`, `hang_next` and `cut_stream_after`.
+Faults are armed per route with `fail_next`, `lose_next`, `hang_next` and `cut_stream_after`;
+`kill_on_timeout=False` makes the daemon ignore commands' timeouts (only an interrupt stops them).
 Every request is kept in `requests`.
 """
 

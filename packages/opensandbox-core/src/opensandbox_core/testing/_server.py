@@ -35,6 +35,8 @@ class FakeOpenSandbox:
     `framing` is "legacy" (execd 1.0.17-1.0.19) or "modern" (1.1). `raw_output_files=False`
     makes a legacy daemon keep no raw output files (older layouts), so the library falls back
     to the events. `on_command` answers commands before the canned table.
+    `kill_on_timeout=False` makes the daemon ignore a command's `timeout` (it runs on until the
+    client interrupts it), so only the client's own deadline and interrupt can stop it.
     """
 
     def __init__(
@@ -43,6 +45,7 @@ class FakeOpenSandbox:
         framing: Literal["legacy", "modern"] = "legacy",
         on_command: CommandHandler | None = None,
         raw_output_files: bool = True,
+        kill_on_timeout: bool = True,
         domain: str | None = None,
         api_key: str = "fake-api-key",
     ) -> None:
@@ -51,6 +54,7 @@ class FakeOpenSandbox:
         self.framing = framing
         self.on_command = on_command
         self.raw_output_files = raw_output_files
+        self.kill_on_timeout = kill_on_timeout
         # A fresh domain per fake: the library caches what it learns per (domain, sandbox).
         self.domain = domain or f"fake-{uuid.uuid4().hex[:8]}.opensandbox.test:8080"
         self.api_key = api_key
@@ -297,19 +301,20 @@ class FakeOpenSandbox:
             events += [_routes.event(kind, text) for text in _routes.texts(raw, legacy=legacy)]
         sent = 0
         cut = self._cut_after
-        killed = command.timeout_ms is not None and outcome.delay * 1000 > command.timeout_ms
+        limit_ms = command.timeout_ms if self.kill_on_timeout else None
+        killed = limit_ms is not None and outcome.delay * 1000 > limit_ms
         for index, event in enumerate(events):
             if cut is not None and sent >= cut:
                 raise httpx.RemoteProtocolError("fake fault: stream cut", request=request)
             if index == 2 and outcome.delay:
                 wait = outcome.delay
-                if killed and command.timeout_ms is not None:
-                    wait = command.timeout_ms / 1000
+                if killed and limit_ms is not None:
+                    wait = limit_ms / 1000
                 await self._sleep(box, execution_id, wait)
             yield event
             sent += 1
         if not events[2:] and outcome.delay:
-            wait = min(outcome.delay, (command.timeout_ms or 1e12) / 1000)
+            wait = min(outcome.delay, (limit_ms or 1e12) / 1000)
             await self._sleep(box, execution_id, wait)
         if cut is not None and sent >= cut:
             raise httpx.RemoteProtocolError("fake fault: stream cut", request=request)
