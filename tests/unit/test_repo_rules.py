@@ -128,3 +128,65 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert blocks[:2] == ["./nox.sh -s demo", "./nox.sh"], blocks[:2]
     ci = [line.strip() for line in (ROOT / ".ci/run").read_text().splitlines()]
     assert "./nox.sh" in ci
+
+
+FRAMEWORKS = ("deepagents",)
+"""Frameworks the adapters serve a range of releases of: only their public names are used.
+(`pydantic_ai` is not listed yet: the Pydantic AI adapter still imports
+`pydantic_ai.durable_exec._workspace`.)"""
+
+
+def framework_rule_breaks(source: str, where: str) -> list[str]:
+    """Imports of a private framework name (a dotted component or an imported name starting
+    with `_`), and calls of `exec`, `eval` or `compile` (running a framework's source)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        modules: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules = [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            modules = [a.name for a in node.names]
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else None
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+                name = func.attr if func.value.id == "builtins" else None
+            if name in ("exec", "eval", "compile"):
+                found.append(f"{where}:{node.lineno} {name}()")
+            # getattr(module, "_private") is the same reach by another spelling.
+            if name == "getattr" and len(node.args) >= 2:
+                arg = node.args[1]
+                if isinstance(arg, ast.Constant) and str(arg.value).startswith("_"):
+                    found.append(f"{where}:{node.lineno} getattr(..., {arg.value!r})")
+        for module in modules:
+            parts = module.split(".")
+            if parts[0] in FRAMEWORKS and any(p.startswith("_") for p in parts[1:]):
+                found.append(f"{where}:{node.lineno} {module}")
+    return found
+
+
+def test_packages_use_only_public_framework_names_and_run_no_source() -> None:
+    # A private name or an exec'd copy of a framework's source breaks with any release of it;
+    # the packages declare a range of releases and must work across all of it.
+    found = []
+    for path in sorted((ROOT / "packages").rglob("*.py")):
+        found += framework_rule_breaks(path.read_text(), str(path.relative_to(ROOT)))
+    assert not found, found
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from deepagents.backends.sandbox import _build_grep_cmd",
+        "from deepagents.backends._x import y",
+        "import deepagents._internal",
+        "from deepagents import _utils",
+        "exec(code, namespace)",
+        "code = compile(tree, '<x>', 'exec')",
+        "import builtins\nbuiltins.exec('x')",
+        "getattr(sandbox, '_GLOB_COMMAND_TEMPLATE')",
+    ],
+)
+def test_the_framework_rule_catches(source: str) -> None:
+    assert framework_rule_breaks(source, "m.py")
+    assert not framework_rule_breaks("from deepagents.backends.sandbox import BaseSandbox", "m")

@@ -1,18 +1,17 @@
-"""The native tools' pure parts without a sandbox: `ls` output parsing, the edit decisions against
-BaseSandbox's edit script run locally, and the glob matcher compiled from BaseSandbox's script."""
+"""The native tools' pure parts without a sandbox: `ls` output parsing, and the edit decisions and
+error messages against BaseSandbox's public `edit` run locally (`LocalSandbox`)."""
 
 from __future__ import annotations
 
-import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from deepagents.backends.sandbox import _build_edit_inline_cmd, _parse_edit_output
+from _local_sandbox import LocalSandbox
+from deepagents.backends.sandbox import BaseSandbox
 
-from deepagents_opensandbox_backend import _glob
-from deepagents_opensandbox_backend._tools import choose_replacement, ls_argv, parse_ls
+from deepagents_opensandbox_backend._tools import choose_replacement, edit_error, ls_argv, parse_ls
+
+LOCAL = LocalSandbox()
 
 
 def test_ls_argv_lists_the_directory_itself() -> None:
@@ -72,13 +71,10 @@ def test_edit_decisions_match_the_script(
 ) -> None:
     path = tmp_path / "f.txt"
     path.write_bytes(content)
-    script = _build_edit_inline_cmd(str(path), old, new, replace_all=replace_all)
-    script = script.replace("python3 -c", f"{shlex.quote(sys.executable)} -c", 1)
-    run = subprocess.run(["bash", "-c", script], capture_output=True, check=False)
-    expected = _parse_edit_output(run.stdout.decode(), str(path), old)
+    expected = BaseSandbox.edit(LOCAL, str(path), old, new, replace_all)
     choice = choose_replacement(content.decode(), old, new, replace_all=replace_all)
     if isinstance(choice, str):
-        assert expected.error is not None and expected.path is None
+        assert expected == edit_error(choice, str(path), old)
         assert path.read_bytes() == content
         return
     matched_old, matched_new, count = choice
@@ -86,14 +82,13 @@ def test_edit_decisions_match_the_script(
     assert path.read_bytes() == content.replace(matched_old.encode(), matched_new.encode())
 
 
-def test_the_glob_matcher_is_compiled_from_the_installed_script() -> None:
-    matcher = _glob._MATCHER
-    assert matcher is not None
-    include = matcher["_include_match"]
-    candidates = _glob._prepared("**/*.py")
-    assert candidates is not None
-    assert include("a/b/c.py", "**/*.py", candidates)
-    assert not include("a/.hidden/c.py", "**/*.py", candidates)
-    assert _glob._prepared("../x") is None
-    assert _glob._prepared("{a,b}" * 12) is None
-    assert matcher["MAX_MATCHES"] == 10_000
+def test_edit_errors_are_base_sandboxs(tmp_path: Path) -> None:
+    missing = str(tmp_path / "missing.txt")
+    assert edit_error("file_not_found", missing, "x") == BaseSandbox.edit(LOCAL, missing, "x", "y")
+    binary = tmp_path / "b.txt"
+    binary.write_bytes(b"\xff\xfe x")
+    got = BaseSandbox.edit(LOCAL, str(binary), "x", "y")
+    assert edit_error("not_a_text_file", str(binary), "x") == got
+    assert edit_error("not_a_file", str(tmp_path), "x") == BaseSandbox.edit(
+        LOCAL, str(tmp_path), "x", "y"
+    )

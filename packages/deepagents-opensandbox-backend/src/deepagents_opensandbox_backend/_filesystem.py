@@ -5,8 +5,13 @@ Each has BaseSandbox's exact result (compared on the same sandbox by
 hands the call to BaseSandbox's script. `write` is one native upload; `read` pages files over
 1 MiB by HTTP Range reads (`_paging.py`); `ls` is one argv `ls` command and `edit` a download and
 execd's in-place `/files/replace` (`_tools.py`); `glob` one `find` command matched by
-BaseSandbox's own matcher (`_glob.py`); `grep` BaseSandbox's own command with its output
-printed as one base64 line, so that line-framed execd needs no raw-file read (`_grep.py`).
+deepagents' public include-glob matcher (`_glob.py`); `delete` the core's `remove` (execd's
+file API, recursive). `grep` is BaseSandbox's own (one command already).
+
+Only public deepagents names are used. Where the installed deepagents release answers a case
+differently from others (a non-positive `limit`, an empty `old_string`, glob before 0.7.30,
+file types by name), the call goes to BaseSandbox's own public method, so the result is always
+the installed release's.
 
 Uploads and downloads report per file, in order (`TRANSFER_ERRORS` in `_mapping.py`); one bad
 path never fails the batch. A gone sandbox or a server failure raises, like Deep Agents' own
@@ -16,37 +21,30 @@ operation: a relative one is `invalid_path` for `read` as for `write`, uploads a
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from deepagents.backends.protocol import (
-    ASYNC_GREP_TIMEOUT,
+    DeleteResult,
     EditResult,
     FileDownloadResponse,
     FileUploadResponse,
     GlobResult,
-    GrepResult,
     LsResult,
     ReadResult,
     WriteResult,
 )
 from deepagents.backends.sandbox import BaseSandbox
-from deepagents.backends.utils import EMPTY_OLD_STRING_ERROR
 
 from opensandbox_core import AsyncSandboxSession, OutputLimitError, run_blocking
 
 from ._glob import native_glob
-from ._grep import native_grep
 from ._mapping import check_transfer_path, transfer_error
 from ._paging import PAGED_ABOVE, keep_whole, page_cache, paged_read
-from ._read import READ_ERRORS, read_error, render_page
+from ._read import READ_ERRORS, read_error, render_page, text_named
 from ._tools import native_edit, native_ls
 
 __all__ = ["NativeFiles"]
-
-logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -153,7 +151,8 @@ class NativeFiles(BaseSandbox):
     ) -> EditResult:
         """`edit()` on the caller's event loop."""
         if not old_string:
-            return EditResult(error=EMPTY_OLD_STRING_ERROR)
+            # BaseSandbox's answer (its wording moved between releases), without a sandbox call.
+            return await BaseSandbox.aedit(self, file_path, old_string, new_string, replace_all)
         result = await native_edit(
             self._session, file_path, old_string, new_string, replace_all=bool(replace_all)
         )
@@ -194,6 +193,10 @@ class NativeFiles(BaseSandbox):
             # One rule for every file operation: paths are absolute (`write("rel.txt")` says the
             # same), never resolved against a working directory the agent cannot see.
             return read_error(file_path if isinstance(file_path, str) else repr(file_path), problem)
+        if not (_plain_bounds(offset, limit) and text_named(file_path)):
+            # Media and document types (a table that moves between releases) and degenerate
+            # windows (answered differently by different releases): BaseSandbox's own read.
+            return await BaseSandbox.aread(self, file_path, offset, limit)
         cache = page_cache(self._session)
         if cache.get(file_path) is None:
             try:
@@ -217,41 +220,27 @@ class NativeFiles(BaseSandbox):
             return page
         return await BaseSandbox.aread(self, file_path, offset, limit)
 
-    def grep(
-        self,
-        pattern: str,
-        path: str | None = None,
-        glob: str | None = None,
-        *,
-        max_count: int | None = None,
-    ) -> GrepResult:
-        """Lines holding the literal `pattern` under `path`, as BaseSandbox's grep finds them
-        (its own command, the output made plain for the core; `_grep.py`)."""
-        result = self._run(
-            native_grep(self._session, pattern, path, glob, max_count, self.grep_exclude_dirs)
-        )
-        if result is not None:
-            return result
-        return BaseSandbox.grep(self, pattern, path, glob, max_count=max_count)
+    def delete(self, file_path: str) -> DeleteResult:
+        """Delete a file, symlink (not its target) or directory tree, natively (the core's
+        `remove`: execd's file API, no shell `rm`)."""
+        return self._run(self.adelete(file_path))
 
-    async def agrep(
-        self,
-        pattern: str,
-        path: str | None = None,
-        glob: str | None = None,
-        *,
-        max_count: int | None = None,
-    ) -> GrepResult:
-        """`grep()` on the caller's event loop, bounded like BaseSandbox's `agrep`."""
-        native = native_grep(self._session, pattern, path, glob, max_count, self.grep_exclude_dirs)
+    async def adelete(self, file_path: str) -> DeleteResult:
+        """`delete()` on the caller's event loop."""
+        problem = check_transfer_path(file_path)
+        if problem is not None:
+            shown = file_path if isinstance(file_path, str) else repr(file_path)
+            return DeleteResult(error=f"Error deleting file '{shown}': {problem}")
         try:
-            result = await asyncio.wait_for(native, timeout=ASYNC_GREP_TIMEOUT)
-        except TimeoutError:
-            # BaseSandbox's own run gives the timeout's result (and its error text).
-            logger.debug(
-                "native grep timed out after %ss; running BaseSandbox's", ASYNC_GREP_TIMEOUT
-            )
-            result = None
-        if result is not None:
-            return result
-        return await BaseSandbox.agrep(self, pattern, path, glob, max_count=max_count)
+            await self._session.remove(file_path, recursive=True)
+        except FileNotFoundError:
+            return DeleteResult(error=f"Error: '{file_path}' not found")
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            return DeleteResult(error=f"Error deleting file '{file_path}': {reason}")
+        return DeleteResult(path=file_path)
+
+
+def _plain_bounds(offset: object, limit: object) -> bool:
+    """Whether a read window is one every release answers alike (ints, offset >= 0, limit > 0)."""
+    return type(offset) is int and type(limit) is int and offset >= 0 and limit > 0

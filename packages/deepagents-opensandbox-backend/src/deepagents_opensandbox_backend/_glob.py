@@ -1,89 +1,53 @@
-"""Native `glob` for the Deep Agents backend: BaseSandbox's results, one command, no `python3`.
+"""Native `glob` for the Deep Agents backend: the protocol's glob contract, one command, no `python3`.
 
-BaseSandbox's `glob` (`_GLOB_COMMAND_TEMPLATE` in `deepagents/backends/sandbox.py`) runs a
-Python script in the sandbox that enters the search root, walks it with `os.walk` (symlinked
-directories not entered), keeps the non-directory entries whose path relative to the root (a
-`\\` read as `/`) matches the pattern, whose real path lies inside the root's real path and is a
-regular file, and prints them sorted.
+`BackendProtocol.glob` documents the contract (deepagents 0.7.30 on): regular files only, under
+the search root, matched by the shared include-glob rules that deepagents publishes as
+`deepagents.backends.utils.compile_grep_include_glob` ("the single source of truth for both
+grep(..., glob=...) and backend glob()"): a pattern without `/` matches the basename at any
+depth, one with `/` the path relative to the root, `**` not entering dot-directories; results
+sorted, as absolute paths; symlinks to regular files inside the root's real path count, symlinked
+directories are not entered, `/proc`, `/sys` and `/dev` are skipped when the root is `/`.
 
 Here the walk is one argv command (`bash -c` with `find -P`, the path passed as an argument):
 it prints the root's real path, every regular file and every symlink to one (as `-xtype f`
-decides, like `os.path.isfile` of the real path), then the real paths of those symlinks
-(`realpath`). The matching itself is BaseSandbox's own code: the pure functions of the
-installed script (`_brace_expand`, `_normalize_classes`, `_include_match`) are compiled from
-its source here, not copied, so the pattern dialect is the installed deepagents' exactly. If
-that source ever lacks them, or the walk meets anything the script would report differently
-(an unreadable subtree: `walk_errors`; the 5 s or 10,000-match budgets: `truncated`; an invalid
-or too broad pattern), the caller runs the script.
+decides), then the real paths of those symlinks (`realpath`), as one base64 line (so the core
+returns it from line events: `plain_lines=True`), and names keep every byte: they are decoded
+as Python's `os` functions decode them (UTF-8, `surrogateescape`). The matching is the public
+matcher above, so the pattern dialect is the installed release's.
 
-The walk's output is printed as one base64 line, so the core can return it from line events
-without reading the command's raw output file on line-framed execd (`plain_lines=True`), and
-names keep every byte: they are decoded as the script's Python decodes them (UTF-8 with
-`surrogateescape`), so names with `\r`, `\n`, NEL, U+2028 or non-UTF-8 bytes come out the same.
+BaseSandbox's own `glob` answers (the caller runs it) where this cannot: a release without
+that contract (before 0.7.30 `glob` was Python's `glob.glob`, with directories; detected by
+the public `InvalidGlobPatternError` the contract brought), a pattern the matcher refuses (its
+error wording is BaseSandbox's), no search root or a relative one, an unreadable subtree, and a
+walk near BaseSandbox's budgets (5 s, 10,000 matches), where it reports `truncated`.
 """
 
 from __future__ import annotations
 
-import ast
 import base64
 import binascii
-import fnmatch
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
+from deepagents.backends import utils as deepagents_utils
 from deepagents.backends.protocol import FileInfo, GlobResult
-from deepagents.backends.sandbox import (
-    _GLOB_COMMAND_TEMPLATE,
-    _absolutize_glob_path,
-    _glob_search_root,
-)
 
 from opensandbox_core import AsyncSandboxSession
 
-__all__ = ["GLOB_WALK", "native_glob"]
+__all__ = ["GLOB_WALK", "SHARED_CONTRACT", "native_glob"]
 
 logger = logging.getLogger(__name__)
 
-_WANTED: Final = ("_find_group_end", "_split_alternatives", "_brace_expand", "_normalize_classes")
-_WANTED_MATCH: Final = ("_basename_match", "_parts_match", "_path_match", "_include_match")
-_CONSTANTS: Final = ("MAX_EXPANSIONS", "MAX_MATCHES", "TIME_BUDGET", "PRUNE_AT_ROOT")
-
-
-def _load_matcher() -> dict[str, Any] | None:
-    """The script's pure functions and limits, compiled from the installed template."""
-    try:
-        source = _GLOB_COMMAND_TEMPLATE.format(path_b64="", pattern_b64="")
-        body = source[source.index('"') + 1 : source.rindex('"')]
-        if any(c in body for c in ("\\", "$", "`")):
-            return None  # the shell would rewrite these inside its double quotes
-        tree = ast.parse(body)
-        keep: list[ast.stmt] = []
-        for node in tree.body:
-            wanted_function = isinstance(node, ast.FunctionDef) and node.name in (
-                *_WANTED,
-                *_WANTED_MATCH,
-            )
-            wanted_constant = isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id in _CONSTANTS for t in node.targets
-            )
-            if wanted_function or wanted_constant:
-                keep.append(node)
-        namespace: dict[str, Any] = {"fnmatch": fnmatch}
-        code = compile(ast.Module(body=keep, type_ignores=[]), "<deepagents glob>", "exec")
-        exec(code, namespace)  # noqa: S102  (deepagents' own installed source, functions only)
-    except Exception as exc:  # an unexpected template: the script keeps answering
-        logger.warning(
-            "Native glob disabled: BaseSandbox's glob script was not understood (%s)", exc
-        )
-        return None
-    if not all(name in namespace for name in (*_WANTED, *_WANTED_MATCH, *_CONSTANTS)):
-        return None
-    return namespace
-
-
-_MATCHER: Final = _load_matcher()
+_compile: Callable[[str], Callable[[str], bool]] | None = getattr(
+    deepagents_utils, "compile_grep_include_glob", None
+)
+_refused: type[Exception] | None = getattr(deepagents_utils, "InvalidGlobPatternError", None)
+SHARED_CONTRACT: Final = _compile is not None and _refused is not None
+"""Whether the installed deepagents has the shared glob contract (0.7.30 on)."""
+MAX_MATCHES: Final = 10_000
+TIME_BUDGET: Final = 5.0
 
 GLOB_WALK: Final = r"""
 walk() {
@@ -116,18 +80,6 @@ _CD_ERRORS: Final = {
 _C_LOCALE: Final = {"LC_ALL": "C"}
 
 
-def _prepared(pattern: str) -> list[str] | None:
-    """The script's candidate patterns, or None where it answers with an error code."""
-    assert _MATCHER is not None
-    if any(seg == ".." for seg in pattern.replace("\\", "/").split("/")):
-        return None  # invalid_pattern
-    expanded = _MATCHER["_brace_expand"](pattern)
-    if expanded is None:
-        return None  # pattern_too_broad
-    normalize: Callable[[str], str] = _MATCHER["_normalize_classes"]
-    return [normalize(item) for item in expanded]
-
-
 def _records(stdout: str) -> list[str] | None:
     """The walk's NUL-separated records from its base64 line, each decoded as the script's
     Python decodes names (UTF-8, `surrogateescape`); None for output that is not one line of
@@ -141,23 +93,36 @@ def _records(stdout: str) -> list[str] | None:
     return [item.decode("utf-8", "surrogateescape") for item in raw.split(b"\0")]
 
 
+def _matcher(pattern: str) -> Callable[[str], bool] | None:
+    """The installed release's matcher for `pattern`; None where it refuses the pattern."""
+    if _compile is None or _refused is None:
+        return None
+    try:
+        return _compile(pattern)
+    except _refused:
+        return None  # BaseSandbox reports it, in its words
+
+
 async def native_glob(
     session: AsyncSandboxSession, pattern: str, path: str | None
 ) -> GlobResult | None:
-    """BaseSandbox's `GlobResult` for this glob, from one command; None where only the script
-    can answer exactly (the caller runs it)."""
-    arguments: tuple[object, ...] = (pattern, path)
-    if _MATCHER is None or not all(isinstance(a, str | None) for a in arguments) or not pattern:
+    """The `GlobResult` of the protocol's glob, from one command; None where BaseSandbox's own
+    glob must answer (the caller runs it)."""
+    if not SHARED_CONTRACT or not isinstance(pattern, str) or not pattern:
         return None
-    search_path = _glob_search_root(path)
-    if "\0" in search_path or "\0" in pattern:
+    if not isinstance(path, str) or not path.startswith("/"):
         return None
-    candidates = _prepared(pattern)
+    if "\0" in path or "\0" in pattern:
+        return None
+    search_path = path
+    include = _matcher(pattern)
+    if include is None:
+        return None
     started = time.monotonic()
     result = await session.run(
         ["bash", "-c", GLOB_WALK, "glob", search_path], env=_C_LOCALE, plain_lines=True
     )
-    if result.truncated or time.monotonic() - started > _MATCHER["TIME_BUDGET"] * 0.8:
+    if result.truncated or time.monotonic() - started > TIME_BUDGET * 0.8:
         return None
     if result.exit_code == 3:
         message = result.stderr.strip()
@@ -165,8 +130,8 @@ async def native_glob(
             if message.endswith(text):
                 return GlobResult(matches=None, error=f"Path '{search_path}': {code}")
         return None
-    if result.exit_code != 0 or candidates is None:
-        return None  # walk errors, or a pattern error code: the script words them
+    if result.exit_code != 0:
+        return None  # walk errors: BaseSandbox words them
     records = _records(result.stdout)
     if not records or records[-1] != "":
         return None
@@ -179,21 +144,18 @@ async def native_glob(
     if sum(1 for e in entries if e.startswith("l")) != len(link_targets):
         return None  # the tree changed between the two walks
     root_prefix = real_root if real_root.endswith("/") else real_root + "/"
-    include: Callable[[str, str, list[str]], bool] = _MATCHER["_include_match"]
     targets = iter(link_targets)
     matches: list[str] = []
     for entry in entries:
         kind, rel = entry[:1], entry[1:].replace("\\", "/")
         real = next(targets) if kind == "l" else None
-        if not include(rel, pattern, candidates):
+        if not include(rel):
             continue
         if real is not None and real != real_root and not real.startswith(root_prefix):
             continue
         matches.append(rel)
-    if len(matches) >= _MATCHER["MAX_MATCHES"]:
-        return None  # the script stops at its cap, in its own walk order
-    infos: list[FileInfo] = [
-        {"path": _absolutize_glob_path(search_path, rel), "is_dir": False}
-        for rel in sorted(matches)
-    ]
+    if len(matches) >= MAX_MATCHES:
+        return None  # BaseSandbox stops at its cap, in its own walk order
+    base = search_path.rstrip("/")
+    infos: list[FileInfo] = [{"path": f"{base}/{rel}", "is_dir": False} for rel in sorted(matches)]
     return GlobResult(matches=infos, truncated=False, truncation_reason=None)

@@ -18,16 +18,16 @@ bytes up to the page) this module renders the page from HTTP Range reads instead
   about 500 ms to about 260-400 ms, about 12-18 ms a page, the cost of one `read` call whose
   page is already in memory; that call (version check + page layout + the blocking façade)
   is the floor while the Deep Agents tool makes one call per page.
-- The page logic is `_read.render_page`'s (the script's, line by line) on raw bytes: line
-  numbers, the 500 KiB truncation, the past-the-end message and `total_lines` (known only at
-  the end of the file) come out the same.
+- The page follows the contract `_read.py` describes, on raw bytes: line numbers, the
+  500 KiB truncation, the past-the-end message and `total_lines` (known only at the end of
+  the file) come out as BaseSandbox's.
 - Where the script would die on invalid UTF-8 (a byte it decodes: anything before the page's
   end, plus its 8 KiB read-ahead), `None` is returned and the caller runs the script, so that
   case stays exactly BaseSandbox's. `SLACK` covers twice the read-ahead, so the check is on the
   safe side: an invalid byte just past what the script decodes also sends the page to it.
 
-Ported from deepagents 0.7.32 on 2026-12-01; `tests/unit/deepagents_backend/test_paged_read.py`
-compares every page with the original script run locally.
+`tests/live/deepagents_backend/test_native_tools.py` compares the pages with BaseSandbox's own
+`read` on the same sandbox, on the installed deepagents release.
 """
 
 from __future__ import annotations
@@ -47,12 +47,19 @@ from itertools import accumulate
 from typing import Final
 
 from deepagents.backends.protocol import FileData, ReadResult
-from deepagents.backends.sandbox import MAX_BINARY_BYTES, MAX_OUTPUT_BYTES, TRUNCATION_MSG
-from deepagents.backends.utils import _get_backend_read_file_type, normalize_read_bounds
+from deepagents.backends.sandbox import MAX_OUTPUT_BYTES, TRUNCATION_MSG
 
 from opensandbox_core import AsyncSandboxSession, FileInfo, OutputLimitError
 
-from ._read import MAX_LINE_COUNT_BYTES, READ_ERRORS, read_error, render_page
+from ._read import (
+    EFFECTIVE_LIMIT,
+    MAX_LINE_COUNT_BYTES,
+    PREFIX_BYTES,
+    READ_ERRORS,
+    read_error,
+    render_page,
+    text_named,
+)
 
 __all__ = [
     "PAGED_ABOVE",
@@ -71,8 +78,6 @@ PAGED_ABOVE: Final = MAX_LINE_COUNT_BYTES
 file version (their bytes kept as the index's window)."""
 SLACK: Final = 16 * 1024
 """Bytes read past a page: the script's decoder reads ahead 8 KiB, and a `\\r\\n` may straddle."""
-PREFIX_BYTES: Final = 8192
-"""The script calls a file binary when its first 8 KiB are not UTF-8."""
 MIN_WINDOW: Final = 64 * 1024
 MAX_WINDOW: Final = 8 * 1024 * 1024
 MAX_CHECKPOINTS: Final = 4096
@@ -91,7 +96,7 @@ size: the next pages come from memory and cost only the version check."""
 WINDOW_BUDGET: Final = 16 * 1024 * 1024
 """Bytes of read-ahead windows kept per sandbox session (older files' windows dropped first)."""
 
-_EFFECTIVE_LIMIT: Final = MAX_OUTPUT_BYTES - len(TRUNCATION_MSG.encode("utf-8"))
+_EFFECTIVE_LIMIT: Final = EFFECTIVE_LIMIT
 _TERMINATOR: Final = re.compile(rb"\r\n|\r|\n")
 
 Fetch = Callable[[int, int], Awaitable[bytes]]
@@ -174,9 +179,8 @@ async def read_page(
     """The page the read script prints for a text file over `PAGED_ABOVE` whose first 8 KiB
     decode (the caller checked size, kind, file type and prefix), or None where the script would
     die on invalid UTF-8 (the caller then runs it)."""
-    offset, limit = normalize_read_bounds(offset, limit)
-    if limit <= 0:
-        return ReadResult(file_data=FileData(content="", encoding="utf-8"), no_lines_requested=True)
+    if offset < 0 or limit <= 0:
+        return None  # BaseSandbox's read answers these (its answer moved between releases)
     found = await _seek(fetch, index, offset)
     if found is None:
         return None
@@ -219,8 +223,7 @@ def _window(index: LineIndex, limit: int) -> int:
 def _first_request(index: LineIndex, offset: int, limit: int) -> tuple[int, int] | None:
     """The (start, length) `read_page` reads first, when the index already knows where the
     page starts (a sequential read); None otherwise."""
-    offset, limit = normalize_read_bounds(offset, limit)
-    if limit <= 0 or index.prefix_binary is not False:
+    if offset < 0 or limit <= 0 or index.prefix_binary is not False:
         return None
     line, pos = index.nearest(offset)
     if line != offset:
@@ -651,10 +654,8 @@ async def paged_read(
         if info.size <= PAGED_ABOVE:
             raw = await _whole(session, cache, index, file_path)
             return None if raw is None else render_page(raw, file_path, offset, limit)
-        if _get_backend_read_file_type(file_path) != "text":
-            return read_error(
-                file_path, f"Binary file exceeds maximum preview size of {MAX_BINARY_BYTES} bytes"
-            )
+        if not text_named(file_path):
+            return None  # BaseSandbox's read: its file-type table moves between releases
         if index.prefix_binary is None:
             index.prefix_binary = not _valid(await ranged(0, PREFIX_BYTES), final=False)
         if index.prefix_binary:

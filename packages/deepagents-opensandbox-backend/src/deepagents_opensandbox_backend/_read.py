@@ -1,34 +1,53 @@
-"""`read()` done on the client: the page logic of BaseSandbox's read script, ported line by line.
+"""`read()` rendered on the client from a downloaded file, to the protocol's `ReadResult` contract.
 
-`BaseSandbox.read` runs a `python3 -c` script in the sandbox (`_READ_COMMAND_TEMPLATE` in
-`deepagents/backends/sandbox.py`). The backend instead downloads the file through the native file
-API and renders the page here with the same rules, so `ReadResult` is the same field for field
-and error string for error string. Cases the port does not reproduce (a file over the download
-limit, an invalid UTF-8 byte after the first 8 KiB, unexpected OS errors) return None and the
-caller falls back to the script, so those stay exactly as BaseSandbox has them.
+A page is `limit` source lines from the 0-indexed line `offset` (lines end at `\\r\\n`, `\\r` or
+`\\n`; the page joins them with `\\n`), cut at `MAX_OUTPUT_BYTES` of UTF-8 with `TRUNCATION_MSG`
+appended (both public constants of `deepagents.backends.sandbox`), with `start_line`/`end_line`
+1-indexed, `next_offset == end_line` while lines remain, and `total_lines` where it is known (the
+page reached the end, or the file is at most `MAX_LINE_COUNT_BYTES`). An empty file answers the
+empty-file reminder, a file whose first 8 KiB are not UTF-8 the whole file as base64, an offset
+past the end `Line offset N exceeds file length (M lines)`.
 
-Ported from deepagents 0.7.32 on 2026-11-29; `tests/unit/deepagents_backend/test_read_port.py`
-compares the port with the original script run locally.
+Only files whose name BaseSandbox surely reads as text are rendered here (`text_named`): the
+others (images, audio, video, documents: a table that moves between deepagents releases) and
+every case this module cannot answer return None, and the caller runs BaseSandbox's own `read`
+for that call. `tests/live/deepagents_backend/test_native_tools.py` compares both on the same
+sandbox, on the installed deepagents release.
 """
 
 from __future__ import annotations
 
 import base64
-import codecs
 import errno
+import posixpath
+import re
 from typing import Final
 
 from deepagents.backends.protocol import FileData, ReadResult
-from deepagents.backends.sandbox import MAX_BINARY_BYTES, MAX_OUTPUT_BYTES, TRUNCATION_MSG
-from deepagents.backends.utils import _get_backend_read_file_type, normalize_read_bounds
+from deepagents.backends.sandbox import MAX_OUTPUT_BYTES, TRUNCATION_MSG
 
-__all__ = ["READ_ERRORS", "render_page"]
+__all__ = [
+    "EFFECTIVE_LIMIT",
+    "EMPTY_FILE_REMINDER",
+    "MAX_LINE_COUNT_BYTES",
+    "PREFIX_BYTES",
+    "READ_ERRORS",
+    "read_error",
+    "render_page",
+    "text_named",
+    "valid_utf8",
+]
 
 MAX_LINE_COUNT_BYTES: Final = 1024 * 1024
+"""Up to this size BaseSandbox counts every line of the file (`total_lines`)."""
+PREFIX_BYTES: Final = 8192
+"""A file whose first 8 KiB are not UTF-8 is binary: returned whole, as base64."""
 EMPTY_FILE_REMINDER: Final = "System reminder: File exists but has empty contents"
+EFFECTIVE_LIMIT: Final = MAX_OUTPUT_BYTES - len(TRUNCATION_MSG.encode("utf-8"))
+"""Content bytes a page holds before it is cut and `TRUNCATION_MSG` appended."""
 
 READ_ERRORS: Final[dict[int, str]] = {
-    # errno of the core's OSError  ->  what the read script prints for the same file.
+    # errno of the core's OSError  ->  the read error code for the same file.
     errno.ENOENT: "file_not_found",
     errno.EACCES: "permission_denied",
     errno.EPERM: "permission_denied",
@@ -36,118 +55,135 @@ READ_ERRORS: Final[dict[int, str]] = {
     errno.EINVAL: "not_a_file",  # FIFO, socket or device: the core refuses to read it
 }
 
+TEXT_SUFFIXES: Final = frozenset(
+    [
+        "txt",
+        "text",
+        "md",
+        "rst",
+        "py",
+        "pyi",
+        "js",
+        "mjs",
+        "cjs",
+        "ts",
+        "tsx",
+        "jsx",
+        "json",
+        "jsonl",
+        "yaml",
+        "yml",
+        "toml",
+        "ini",
+        "cfg",
+        "conf",
+        "env",
+        "csv",
+        "tsv",
+        "log",
+        "html",
+        "htm",
+        "css",
+        "scss",
+        "xml",
+        "sh",
+        "bash",
+        "zsh",
+        "c",
+        "h",
+        "cc",
+        "cpp",
+        "hpp",
+        "rs",
+        "go",
+        "java",
+        "kt",
+        "rb",
+        "php",
+        "sql",
+        "lock",
+        "patch",
+        "diff",
+        "tex",
+        "gitignore",
+        "dockerfile",
+        "makefile",
+    ]
+)
+"""Suffixes read as text by every deepagents 0.7 release (no suffix is text too)."""
+
+_TERMINATOR: Final = re.compile(r"\r\n|\r|\n")
+
+
+def text_named(path: str) -> bool:
+    """Whether BaseSandbox reads a file of this name as text (a conservative list)."""
+    suffix = posixpath.splitext(posixpath.basename(path))[1]
+    return not suffix or suffix[1:].lower() in TEXT_SUFFIXES
+
+
+def valid_utf8(data: bytes, *, final: bool) -> bool:
+    """Whether `data` decodes as UTF-8 (`final=False`: a sequence cut at its end is fine)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return not final and exc.end == len(data) and exc.reason == "unexpected end of data"
+    return True
+
 
 def read_error(file_path: str, code: str) -> ReadResult:
     return ReadResult(error=f"File '{file_path}': {code}")
 
 
-def render_page(raw: bytes, file_path: str, offset: int, limit: int) -> ReadResult | None:
-    """The ReadResult the read script would produce for a regular file holding `raw`.
-
-    None when the script would not print a result (it would crash on a late invalid byte).
-    """
-    offset, limit = normalize_read_bounds(offset, limit)
-    size = len(raw)
-    if size == 0:
-        return ReadResult(file_data=FileData(content=EMPTY_FILE_REMINDER, encoding="utf-8"))
-    if _get_backend_read_file_type(file_path) != "text":
-        if size > MAX_BINARY_BYTES:
-            return read_error(
-                file_path, f"Binary file exceeds maximum preview size of {MAX_BINARY_BYTES} bytes"
-            )
-        return _base64(raw)
-    try:
-        codecs.getincrementaldecoder("utf-8")().decode(raw[:8192], final=False)
-    except UnicodeDecodeError:
-        return _base64(raw)
-    if limit <= 0:
-        return ReadResult(file_data=FileData(content="", encoding="utf-8"), no_lines_requested=True)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return None  # the script dies with a traceback here: let it, via the fallback
-    # open(..., newline=None): universal newlines, then readline() splits on "\n".
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    count = len(lines)
-
-    index = 0
-    line_count = 0
-    returned_lines = 0
-    truncated = False
-    parts: list[str] = []
-    current_bytes = 0
-    msg_bytes = len(TRUNCATION_MSG.encode("utf-8"))
-    effective_limit = MAX_OUTPUT_BYTES - msg_bytes
-
-    at_eof = False
-    while line_count < offset:
-        if index >= count:
-            at_eof = True
-            break
-        index += 1
-        line_count += 1
-
-    while not at_eof and returned_lines < limit and not truncated:
-        if index >= count:
-            at_eof = True
-            break
-        line = lines[index]
-        index += 1
-        line_count += 1
-        piece = line if returned_lines == 0 else "\n" + line
-        piece_bytes = len(piece.encode("utf-8"))
-        if current_bytes + piece_bytes > effective_limit:
-            truncated = True
-            remaining_bytes = effective_limit - current_bytes
-            if remaining_bytes > 0:
-                prefix = piece.encode("utf-8")[:remaining_bytes].decode("utf-8", errors="ignore")
-                if prefix:
-                    parts.append(prefix)
-                    current_bytes += len(prefix.encode("utf-8"))
-            break
-        parts.append(piece)
-        current_bytes += piece_bytes
-        returned_lines += 1
-
-    if not at_eof:
-        at_eof = index == count  # the script's `f.tell() == st.st_size`
-
-    if returned_lines == 0 and not truncated:
-        return read_error(
-            file_path, f"Line offset {offset} exceeds file length ({line_count} lines)"
-        )
-
-    total_lines: int | None
-    if at_eof:
-        total_lines = line_count
-    elif size <= MAX_LINE_COUNT_BYTES:
-        total_lines = count
-    else:
-        total_lines = None
-
-    content = "".join(parts)
-    if truncated:
-        content += TRUNCATION_MSG
-    if truncated and returned_lines == 0:
-        returned_lines = 1
-    end_line = offset + returned_lines
-    if total_lines is not None:
-        next_offset = end_line if end_line < total_lines else None
-    else:
-        next_offset = end_line
+def as_base64(raw: bytes) -> ReadResult:
     return ReadResult(
-        file_data=FileData(content=content, encoding="utf-8"),
-        total_lines=total_lines,
-        start_line=offset + 1,
-        end_line=end_line,
-        next_offset=next_offset,
+        file_data=FileData(content=base64.b64encode(raw).decode("ascii"), encoding="base64")
     )
 
 
-def _base64(raw: bytes) -> ReadResult:
+def render_page(raw: bytes, file_path: str, offset: int, limit: int) -> ReadResult | None:
+    """The page of a text-named regular file holding `raw` (see the module docstring); None
+    where BaseSandbox's own read must answer (an invalid byte after the first 8 KiB, a
+    non-positive limit or a negative offset: their answers differ between releases)."""
+    if not raw:
+        return ReadResult(file_data=FileData(content=EMPTY_FILE_REMINDER, encoding="utf-8"))
+    if not valid_utf8(raw[:PREFIX_BYTES], final=False):
+        return as_base64(raw)
+    if type(offset) is not int or type(limit) is not int or offset < 0 or limit <= 0:
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    lines = _TERMINATOR.split(text)
+    if lines[-1] == "":
+        lines.pop()
+    if offset >= len(lines):
+        return read_error(
+            file_path, f"Line offset {offset} exceeds file length ({len(lines)} lines)"
+        )
+    page = lines[offset : offset + limit]
+    content = "\n".join(page)
+    encoded = content.encode("utf-8")
+    truncated = len(encoded) > EFFECTIVE_LIMIT
+    if truncated:
+        # Whole lines that fit, then the part of the next one that fits, on a character edge.
+        used, shown = 0, 0
+        for line in page:
+            size = len(line.encode("utf-8")) + (1 if shown else 0)
+            if used + size > EFFECTIVE_LIMIT:
+                break
+            used, shown = used + size, shown + 1
+        content = encoded[:EFFECTIVE_LIMIT].decode("utf-8", errors="ignore") + TRUNCATION_MSG
+        shown = max(shown, 1)
+    else:
+        shown = len(page)
+    end_line = offset + shown
+    at_end = end_line >= len(lines)
+    total = len(lines) if at_end or len(raw) <= MAX_LINE_COUNT_BYTES else None
     return ReadResult(
-        file_data=FileData(content=base64.b64encode(raw).decode("ascii"), encoding="base64")
+        file_data=FileData(content=content, encoding="utf-8"),
+        total_lines=total,
+        start_line=offset + 1,
+        end_line=end_line,
+        next_offset=None if at_end and total is not None else end_line,
     )

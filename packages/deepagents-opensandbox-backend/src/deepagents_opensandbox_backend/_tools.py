@@ -31,7 +31,8 @@ refuses none (`string_not_found`) or several without `replace_all` (`multiple_oc
 and writes the result in place. Natively: the file is downloaded, the same decisions are made
 here, and execd's `/files/replace` replaces the chosen variant in place (same inode, mode and
 owner; symlinks followed) - every occurrence, which is the same as one when there is one.
-Error messages are BaseSandbox's own (`_map_edit_error`). Left to the script: paths execd
+Error messages are the ones `EditResult.error` carries for BaseSandbox (`edit_error`, checked
+against BaseSandbox on the live sandbox). Left to the script: paths execd
 would rewrite (`$`, `..`), relative paths, strings that are not encodable as UTF-8, files over
 `EDIT_READ_LIMIT`, and OS errors the script does not name (it prints a traceback).
 Between the download and the replace the file could change; the script has the same window
@@ -46,7 +47,6 @@ import re
 from typing import Final
 
 from deepagents.backends.protocol import EditResult, FileInfo, LsResult
-from deepagents.backends.sandbox import _map_edit_error
 
 from opensandbox_core import AsyncSandboxSession, OutputLimitError
 
@@ -54,6 +54,7 @@ __all__ = [
     "EDIT_READ_LIMIT",
     "LS_ERRORS",
     "choose_replacement",
+    "edit_error",
     "is_utf8",
     "ls_argv",
     "native_edit",
@@ -204,6 +205,20 @@ def choose_replacement(
     return matched_old, matched_new, count
 
 
+def edit_error(code: str, file_path: str, old: str) -> EditResult:
+    """The `EditResult` BaseSandbox gives for an edit that failed with `code`."""
+    messages = {
+        "file_not_found": f"Error: File '{file_path}' not found",
+        "permission_denied": f"Error: Permission denied editing file '{file_path}'",
+        "not_a_file": f"Error: '{file_path}' is not a regular file",
+        "not_a_text_file": f"Error: File '{file_path}' is not a text file",
+        "string_not_found": f"Error: String not found in file: '{old}'",
+        "multiple_occurrences": f"Error: String '{old}' appears multiple times. "
+        "Use replace_all=True to replace all occurrences.",
+    }
+    return EditResult(error=messages.get(code, f"Error editing file '{file_path}': {code}"))
+
+
 def _editable(file_path: object, old: str, new: str) -> bool:
     if not isinstance(file_path, str) or not file_path.startswith("/") or "\0" in file_path:
         return False
@@ -230,14 +245,14 @@ async def native_edit(
         return None
     except OSError as exc:
         code = _EDIT_ERRNO.get(exc.errno or 0)
-        return _map_edit_error(code, file_path, old) if code is not None else None
+        return edit_error(code, file_path, old) if code is not None else None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        return _map_edit_error("not_a_text_file", file_path, old)
+        return edit_error("not_a_text_file", file_path, old)
     choice = choose_replacement(text, old, new, replace_all=replace_all)
     if isinstance(choice, str):
-        return _map_edit_error(choice, file_path, old)
+        return edit_error(choice, file_path, old)
     matched_old, matched_new, count = choice
     try:
         await session.replace_text(file_path, matched_old, matched_new)
@@ -245,7 +260,7 @@ async def native_edit(
         code = _EDIT_ERRNO.get(exc.errno or 0)
         if code is None:
             raise
-        return _map_edit_error(code, file_path, old)
+        return edit_error(code, file_path, old)
     return EditResult(path=file_path, occurrences=count)
 
 
