@@ -13,6 +13,8 @@ Verified against deepagents 0.7.32, langchain-tests 1.1.9 and opensandbox-server
 2026-11-29. See the package README for setup, security and troubleshooting.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from opensandbox_core import InsecureSandboxWarning
 
 from ._backend import DEFAULT_IMAGE, OpenSandboxBackend
@@ -24,7 +26,21 @@ from ._timetravel import (
     TimeTravelSandboxBackend,
 )
 
+if TYPE_CHECKING:
+    from ._provider import OpenSandboxProvider
+
 __version__ = "0.2.0"
+
+
+def __getattr__(name: str) -> Any:
+    # deepagents-code's provider, imported on first use: importing the package never needs
+    # deepagents-code (nor pays for importing it).
+    if name == "OpenSandboxProvider":
+        from ._provider import OpenSandboxProvider
+
+        return OpenSandboxProvider
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -34,6 +50,7 @@ __all__ = [
     "THREAD_METADATA_KEY",
     "InsecureSandboxWarning",
     "OpenSandboxBackend",
+    "OpenSandboxProvider",
     "SandboxFiles",
     "ThreadSandboxBackend",
     "TimeTravelSandboxBackend",

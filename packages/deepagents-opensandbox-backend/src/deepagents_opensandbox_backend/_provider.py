@@ -1,0 +1,312 @@
+"""`OpenSandboxProvider`: the `opensandbox` sandbox provider of deepagents-code.
+
+deepagents-code (the Deep Agents terminal agent) finds sandbox providers through the entry-point
+group `deepagents_code.sandbox_providers`; this package registers this class there as
+`opensandbox`, so `dcode --sandbox opensandbox` runs the agent's commands and file operations in
+a sandbox on your own OpenSandbox server. The contract followed (deepagents-code 0.1.88,
+`deepagents_code.integrations.sandbox_provider.SandboxProvider`):
+
+- `get_or_create(*, sandbox_id=None, **kwargs)`: with `sandbox_id`, attach to that sandbox
+  (`OpenSandboxBackend.connect`; never a replacement: a missing one raises deepagents-code's
+  `SandboxNotFoundError`); without it, create one (`OpenSandboxBackend.create`) from the keyword
+  arguments, which are `OpenSandboxBackend.create()`'s options (`domain`, `api_key`, `image`,
+  `timeout`, `env`, `resource`, ...), plus `snapshot` (a snapshot's name or id: the new sandbox
+  starts from that snapshot's files). deepagents-code passes the `params` of
+  `[sandboxes.providers.opensandbox]` in its config file and `snapshot` from
+  `--sandbox-snapshot-name`. The server comes from `OPEN_SANDBOX_DOMAIN` and
+  `OPEN_SANDBOX_API_KEY` as everywhere in this project; the image, when not given, from
+  `OPEN_SANDBOX_IMAGE`, else the package's `DEFAULT_IMAGE`. A created sandbox expires after the
+  package's idle lifetime (30 minutes without an operation) if nobody deletes it.
+- `delete(*, sandbox_id)`: deletes a sandbox that this provider object created. Whoever creates
+  a sandbox owns it: deepagents-code deletes only the sandbox it asked to be created (not one
+  it attached to with `--sandbox-id`), and so does this provider; deleting any other sandbox
+  needs `force=True`, else `ConfigurationError` says so and nothing is deleted.
+- `aget_or_create`, `adelete`: the same, on the caller's event loop (no thread).
+- `metadata`: name `opensandbox`, working directory `/workspace` (the backend's), attaching by
+  id and snapshots supported (on the Docker runtime; a runtime without snapshots raises
+  `opensandbox_core.SnapshotsUnsupportedError` naming the server's reason).
+
+Importing this module does not need deepagents-code: the class subclasses deepagents-code's
+`SandboxProvider` when that is installed, and is a plain class otherwise (only `metadata` needs
+deepagents-code then).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from opensandbox_core import (
+    ConfigurationError,
+    Connection,
+    SandboxUnavailableError,
+    UnsupportedDaemonError,
+    destroy_sandbox,
+    get_snapshot,
+    list_snapshots,
+    restore_snapshot,
+    run_blocking,
+)
+from opensandbox_core import defaults as _defaults
+from opensandbox_core import validation as _validate
+
+from ._backend import OpenSandboxBackend
+from ._options import AttachOptions, SandboxOptions
+
+__all__ = ["IMAGE_ENV", "PROVIDER_NAME", "OpenSandboxProvider"]
+
+logger = logging.getLogger(__name__)
+
+PROVIDER_NAME = "opensandbox"
+"""The provider's name in deepagents-code (`dcode --sandbox opensandbox`)."""
+
+IMAGE_ENV = "OPEN_SANDBOX_IMAGE"
+"""Environment variable naming the image of a created sandbox when `image` is not given."""
+
+_DCODE_PROVIDER_MODULE = "deepagents_code.integrations.sandbox_provider"
+_PACKAGE = "deepagents-opensandbox-backend"
+_SNAPSHOT = "snapshot"
+_CREATE_FIELDS = frozenset(f.name for f in fields(SandboxOptions))
+_ATTACH_FIELDS = frozenset(f.name for f in fields(AttachOptions))
+_CONNECTION_FIELDS = frozenset({"domain", "api_key", "use_server_proxy"})
+
+
+def _dcode_module() -> Any:
+    """deepagents-code's provider module (its public classes), or a clear ImportError."""
+    try:
+        return importlib.import_module(_DCODE_PROVIDER_MODULE)
+    except ImportError as exc:
+        raise ImportError(
+            "The opensandbox sandbox provider's metadata needs deepagents-code: "
+            f"pip install '{_PACKAGE}[code]' (or pip install deepagents-code)."
+        ) from exc
+
+
+if TYPE_CHECKING:
+    _ProviderBase = object
+else:
+    try:
+        _ProviderBase = _dcode_module().SandboxProvider
+    except ImportError:
+        _ProviderBase = object
+
+
+def _split(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The backend's options and the snapshot reference out of `get_or_create`'s kwargs."""
+    options = dict(kwargs)
+    snapshot = options.pop(_SNAPSHOT, None)
+    unknown = sorted(set(options) - _CREATE_FIELDS)
+    if unknown:
+        raise ConfigurationError(
+            f"The opensandbox sandbox provider does not take {', '.join(map(repr, unknown))}. "
+            f"It takes {', '.join(sorted(_CREATE_FIELDS))} and snapshot (see "
+            "OpenSandboxBackend.create)."
+        )
+    if snapshot is not None and (not isinstance(snapshot, str) or not snapshot.strip()):
+        raise ConfigurationError(
+            f"snapshot must be a snapshot's name or id (a non-empty string), got {snapshot!r}."
+        )
+    return options, snapshot.strip() if snapshot is not None else None
+
+
+def _check_id(sandbox_id: object) -> str:
+    if not isinstance(sandbox_id, str) or not sandbox_id.strip():
+        raise ConfigurationError(f"sandbox_id must be a non-empty string, got {sandbox_id!r}.")
+    return sandbox_id.strip()
+
+
+def _create_options(options: dict[str, Any]) -> SandboxOptions:
+    if "image" not in options and os.environ.get(IMAGE_ENV, "").strip():
+        options = {**options, "image": os.environ[IMAGE_ENV].strip()}
+    return SandboxOptions(**options)
+
+
+def _attach_kwargs(options: dict[str, Any]) -> dict[str, Any]:
+    """`connect()`'s options out of the given ones; the create-only ones are checked, then left
+    out (they describe a new sandbox)."""
+    SandboxOptions(**options)  # every value checked, as for a create
+    ignored = sorted(set(options) - _ATTACH_FIELDS)
+    if ignored:
+        logger.debug("Attaching: create options %s do not apply and are ignored", ignored)
+    return {k: v for k, v in options.items() if k in _ATTACH_FIELDS}
+
+
+def _raise_not_found(exc: SandboxUnavailableError) -> NoReturn:
+    """Raise deepagents-code's `SandboxNotFoundError` for a sandbox that cannot be attached to
+    (the core's error, whose message says why, as its cause); the core's error as it is when
+    deepagents-code is not installed or the daemon is too old."""
+    try:
+        error_class = _dcode_module().SandboxNotFoundError
+    except (ImportError, AttributeError):
+        error_class = None
+    if error_class is None or isinstance(exc, UnsupportedDaemonError):
+        raise exc
+    raise error_class(str(exc)) from exc
+
+
+async def _find_snapshot(reference: str, connection: Connection) -> str:
+    """The id of the snapshot with this id, else the newest ready one with this name."""
+    found = await get_snapshot(reference, connection)
+    if found is not None and found.ready:
+        return found.id
+    named = [s for s in await list_snapshots(connection) if s.name == reference and s.ready]
+    if not named:
+        state = f" (its state is {found.state!r})" if found is not None else ""
+        raise ConfigurationError(
+            f"No ready snapshot named or with the id {reference!r} on the server{state}. Make "
+            "one from a sandbox with opensandbox_core.snapshot_sandbox(session, name=...)."
+        )
+    named.sort(key=lambda s: (s.created_at is not None, s.created_at or 0))
+    return named[-1].id
+
+
+class OpenSandboxProvider(_ProviderBase):
+    """deepagents-code's `opensandbox` sandbox provider (see the module docstring).
+
+    ```python
+    from deepagents_opensandbox_backend import OpenSandboxProvider
+
+    provider = OpenSandboxProvider()
+    backend = provider.get_or_create(image="python:3.13-slim")  # a new sandbox, owned here
+    print(backend.execute("python3 --version").output)
+    provider.delete(sandbox_id=backend.id)
+    ```
+    """
+
+    def __init__(self) -> None:
+        self._created: dict[str, OpenSandboxBackend] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def metadata(self) -> Any:
+        """deepagents-code's `SandboxProviderMetadata` for this provider."""
+        module = _dcode_module()
+        return module.SandboxProviderMetadata(
+            name=PROVIDER_NAME,
+            working_dir=_defaults.WORKING_DIR,
+            install=module.SandboxInstallHint(kind="package", name=_PACKAGE),
+            supports_sandbox_id=True,
+            supports_snapshot_name=True,
+            backend_module="deepagents_opensandbox_backend",
+        )
+
+    # -- get or create ----------------------------------------------------------------------
+    def get_or_create(self, *, sandbox_id: str | None = None, **kwargs: Any) -> OpenSandboxBackend:
+        """Attach to `sandbox_id`, else create a sandbox (owned by this provider)."""
+        options, snapshot = _split(kwargs)
+        if sandbox_id is not None:
+            sandbox_id = self._attach_checks(sandbox_id, snapshot)
+            try:
+                return OpenSandboxBackend.connect(sandbox_id, **_attach_kwargs(options))
+            except SandboxUnavailableError as exc:
+                _raise_not_found(exc)
+        create = _create_options(options)
+        if snapshot is None:
+            backend = OpenSandboxBackend.create(**_options_of(create))
+        else:
+            backend = run_blocking(self._restore(snapshot, create))
+        return self._own(backend)
+
+    async def aget_or_create(
+        self, *, sandbox_id: str | None = None, **kwargs: Any
+    ) -> OpenSandboxBackend:
+        """`get_or_create()` on the caller's event loop."""
+        options, snapshot = _split(kwargs)
+        if sandbox_id is not None:
+            sandbox_id = self._attach_checks(sandbox_id, snapshot)
+            try:
+                return await OpenSandboxBackend.aconnect(sandbox_id, **_attach_kwargs(options))
+            except SandboxUnavailableError as exc:
+                _raise_not_found(exc)
+        create = _create_options(options)
+        if snapshot is None:
+            backend = await OpenSandboxBackend.acreate(**_options_of(create))
+        else:
+            backend = await self._restore(snapshot, create)
+        return self._own(backend)
+
+    @staticmethod
+    def _attach_checks(sandbox_id: object, snapshot: str | None) -> str:
+        if snapshot is not None:
+            raise ConfigurationError(
+                "snapshot cannot be combined with sandbox_id: a snapshot starts a new sandbox."
+            )
+        return _check_id(sandbox_id)
+
+    @staticmethod
+    async def _restore(snapshot: str, options: SandboxOptions) -> OpenSandboxBackend:
+        connection = options.connection()
+        snapshot_id = await _find_snapshot(snapshot, connection)
+        session = await restore_snapshot(
+            snapshot_id,
+            connection=connection,
+            metadata=options.metadata,
+            lifetime=_validate.idle_lifetime(options.timeout),
+            resource=options.resource,
+            ready_timeout=options.ready_timeout,
+            working_dir=options.working_dir,
+            default_timeout=_validate.idle_lifetime(options.command_timeout, "command_timeout"),
+        )
+        return OpenSandboxBackend(session, stderr_prefix=options.stderr_prefix)
+
+    def _own(self, backend: OpenSandboxBackend) -> OpenSandboxBackend:
+        with self._lock:
+            self._created[backend.id] = backend
+        return backend
+
+    # -- delete -----------------------------------------------------------------------------
+    def _take(self, sandbox_id: object, force: bool, kwargs: Mapping[str, Any]) -> Any:
+        """The backend that created `sandbox_id` here (removed from the list), else the
+        connection to delete it with when `force` is set."""
+        sandbox_id = _check_id(sandbox_id)
+        unknown = sorted(set(kwargs) - _CONNECTION_FIELDS)
+        if unknown:
+            raise ConfigurationError(
+                f"delete() takes sandbox_id, force and {', '.join(sorted(_CONNECTION_FIELDS))}; "
+                f"not {', '.join(map(repr, unknown))}."
+            )
+        with self._lock:
+            backend = self._created.pop(sandbox_id, None)
+        if backend is not None:
+            return backend
+        if not force:
+            raise ConfigurationError(
+                f"Sandbox {sandbox_id} was not created by this provider, so it is not deleted "
+                "(whoever creates a sandbox owns it). Pass force=True to delete it anyway."
+            )
+        return AttachOptions(**kwargs).connection()
+
+    def delete(self, *, sandbox_id: str, force: bool = False, **kwargs: Any) -> None:
+        """Delete a sandbox that this provider created (any sandbox with `force=True`).
+
+        Idempotent for a created sandbox that is already gone. `kwargs`: the server
+        (`domain`, `api_key`, `use_server_proxy`) for `force=True` on another sandbox.
+        """
+        target = self._take(sandbox_id, force, kwargs)
+        if isinstance(target, OpenSandboxBackend):
+            target.kill()
+        else:
+            run_blocking(destroy_sandbox(_check_id(sandbox_id), target))
+
+    async def adelete(self, *, sandbox_id: str, force: bool = False, **kwargs: Any) -> None:
+        """`delete()` on the caller's event loop."""
+        target = self._take(sandbox_id, force, kwargs)
+        if isinstance(target, OpenSandboxBackend):
+            await target.akill()
+        else:
+            await destroy_sandbox(_check_id(sandbox_id), target)
+
+    def __repr__(self) -> str:
+        with self._lock:
+            created = sorted(self._created)
+        return f"{type(self).__name__}(created={created!r})"
+
+
+def _options_of(options: SandboxOptions) -> dict[str, Any]:
+    """The keyword arguments of `OpenSandboxBackend.create()` that build `options` again."""
+    return {f.name: getattr(options, f.name) for f in fields(SandboxOptions)}
