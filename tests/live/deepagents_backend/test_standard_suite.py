@@ -1,6 +1,7 @@
 """The LangChain standard sandbox suite (langchain-tests 1.1.9) against a live sandbox.
 
-The 7 tests that predate deepagents 0.7 are marked xfail in this folder's conftest.
+The 7 tests that predate deepagents 0.7 are marked xfail (strict, with the reason) in this
+folder's conftest.
 """
 
 from __future__ import annotations
