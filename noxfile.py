@@ -94,6 +94,12 @@ def _split_profiles(posargs: list[str], default: tuple[str, ...]) -> tuple[list[
 def integration(session: nox.Session) -> None:
     """Live tests on every execd profile in turn (`-- --profile 1.0.18` for one; rest to pytest)."""
     profiles, rest = _split_profiles(session.posargs, PROFILES)
+    if os.environ.get("OSB_EXECD_IMAGE", "").strip() and len(profiles) != 1:
+        session.error(
+            "OSB_EXECD_IMAGE gives every sandbox that one daemon, which ignores the profile "
+            "switch: name its generation with `-- --profile P` (one of "
+            f"{', '.join(PROFILES)}), e.g. --profile 1.0.19 for a real v1.0.19"
+        )
     _with_testbed(
         session,
         profiles,

@@ -2,6 +2,16 @@
 
 Every test under tests/live is marked `live`. When OPEN_SANDBOX_DOMAIN is unset, the settings are
 read from `.testbed/env`. No answering testbed is an error, not a skip.
+
+Two markers say what a test needs of the sandboxes' execd (see docs/testbed.md):
+- `execd_profiles(*names)`: this run's profile (`--profile`, `OSB_EXECD_PROFILE` in
+  `.testbed/env`) must be one of `names`.
+- `testbed_daemon(*names)`: the test's sandboxes ask for a generation with
+  `env={"OSB_EXECD_PROFILE": ...}` (or use another feature of the testbed's own daemon), which
+  only the testbed's own daemon obeys. When the sandboxes run another execd image (the testbed
+  writes the image they run as OSB_TESTBED_EXECD_IMAGE), such a test runs only if this run's
+  profile, the generation the user named for that image, is one of `names`; else it is skipped
+  with the reason.
 """
 
 from __future__ import annotations
@@ -10,11 +20,15 @@ import os
 import signal
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 
 from testbed import ENV_FILE, read_env_file
+from testbed._images import EXECD_TAG as TESTBED_EXECD_IMAGE
+from testbed._server import MODELLED_ONLY, PROFILES
+
+KNOWN_PROFILES = PROFILES + MODELLED_ONLY
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _problem: str | None = None
@@ -52,32 +66,108 @@ def _check_server(env: dict[str, str]) -> None:
         ) from exc
 
 
+def _setting(name: str) -> str:
+    return (os.environ.get(name) or read_env_file(ENV_FILE).get(name) or "").strip()
+
+
 def execd_profile() -> str:
     """The execd generation profile that this run's sandboxes get (env, else `.testbed/env`)."""
+    return _setting("OSB_EXECD_PROFILE") or PROFILES[0]
+
+
+def sandbox_execd_image() -> str | None:
+    """The execd image this run's sandboxes get, as the testbed wrote it (None: not known)."""
+    return _setting("OSB_TESTBED_EXECD_IMAGE") or None
+
+
+def _daemon_words(image: str | None) -> str:
+    if image is None:
+        return "an execd the testbed did not name (OSB_TESTBED_EXECD_IMAGE unset)"
+    return f"the execd image {image}"
+
+
+def profile_skip(names: Sequence[str], *, profile: str) -> str | None:
+    """Why a test marked `execd_profiles(*names)` does not run (None: it runs)."""
+    if profile in names:
+        return None
+    return f"applies to execd profile(s) {', '.join(names)} only; this run's profile is {profile}"
+
+
+def testbed_daemon_skip(
+    names: Sequence[str], *, execd_image: str | None, profile: str
+) -> str | None:
+    """Why a test marked `testbed_daemon(*names)` does not run on sandboxes that run
+    `execd_image` in a run of `profile` (None: it runs).
+
+    The testbed's own daemon obeys a sandbox's OSB_EXECD_PROFILE, so every such test runs on
+    it. Another daemon ignores it and behaves as one generation, the run's profile (the one
+    the user named with `--profile`): the test then runs only if it holds for that profile.
+    """
+    if execd_image == TESTBED_EXECD_IMAGE:
+        return None
+    if profile in names:
+        return None
+    wants = f"execd profile {' or '.join(names)}" if names else "a feature of it"
     return (
-        os.environ.get("OSB_EXECD_PROFILE")
-        or read_env_file(ENV_FILE).get("OSB_EXECD_PROFILE")
-        or "1.0.19"
+        f"needs the testbed's own execd ({wants}, chosen by OSB_EXECD_PROFILE in the sandbox's "
+        f"env, which another daemon ignores); the sandboxes run {_daemon_words(execd_image)}, "
+        f"taken as profile {profile}"
     )
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    return f"execd profile: {execd_profile()} (OSB_EXECD_PROFILE)"
+def _checked_names(item: pytest.Item, marker: pytest.Mark) -> tuple[str, ...]:
+    names = tuple(str(name) for name in marker.args)
+    unknown = [name for name in names if name not in KNOWN_PROFILES]
+    if unknown:
+        raise pytest.UsageError(
+            f"{item.nodeid}: @{marker.name}({', '.join(names)}): unknown execd profile(s) "
+            f"{', '.join(unknown)} (known: {', '.join(KNOWN_PROFILES)})"
+        )
+    return names
+
+
+def skip_reason(item: pytest.Item, *, execd_image: str | None, profile: str) -> str | None:
+    """Why `item` does not run on these sandboxes, by its markers (None: it runs)."""
+    for marker in item.iter_markers("execd_profiles"):
+        reason = profile_skip(_checked_names(item, marker), profile=profile)
+        if reason is not None:
+            return reason
+    for marker in item.iter_markers("testbed_daemon"):
+        names = _checked_names(item, marker)
+        reason = testbed_daemon_skip(names, execd_image=execd_image, profile=profile)
+        if reason is not None:
+            return reason
+    return None
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    image = sandbox_execd_image()
+    lines = [f"execd profile: {execd_profile()} (OSB_EXECD_PROFILE)"]
+    if image == TESTBED_EXECD_IMAGE:
+        lines.append(f"execd: the testbed's own daemon ({image})")
+    else:
+        lines.append(
+            f"execd: {_daemon_words(image)}, not the testbed's own daemon: tests marked "
+            "testbed_daemon for another profile are skipped"
+        )
+    asked = os.environ.get("OSB_EXECD_IMAGE", "").strip()
+    if asked and asked != image:
+        lines.append(
+            f"NOTE: OSB_EXECD_IMAGE={asked}, but the sandboxes run {_daemon_words(image)} "
+            "(the testbed fell back, or was started before: `nox -s testbed -- restart`)"
+        )
+    return lines
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     profile = execd_profile()
+    image = sandbox_execd_image()
     for item in items:
         if str(item.path).startswith(_HERE + os.sep):
             item.add_marker(pytest.mark.live)
-        marker = item.get_closest_marker("execd_profiles")
-        if marker is not None and profile not in marker.args:
-            item.add_marker(
-                pytest.mark.skip(
-                    reason=f"applies to execd profile(s) {', '.join(marker.args)} only; "
-                    f"this run's profile is {profile}"
-                )
-            )
+        reason = skip_reason(item, execd_image=image, profile=profile)
+        if reason is not None:
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(scope="session")

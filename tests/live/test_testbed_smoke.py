@@ -82,7 +82,13 @@ async def test_command_and_binary_file_round_trip(
         await _dispose(sandbox)
 
 
-@pytest.mark.parametrize("mode", ["1.1", "1.0.19", "1.0.18", "1.0.16"])
+@pytest.mark.parametrize(
+    "mode",
+    [
+        pytest.param(m, marks=pytest.mark.testbed_daemon(m))
+        for m in ("1.1", "1.0.19", "1.0.18", "1.0.16")
+    ],
+)
 async def test_output_framing_modes(
     testbed_env: dict[str, str], sandbox_image: str, mode: str
 ) -> None:

@@ -57,14 +57,18 @@ def start(profile: str | None = None) -> int:
     wanted = _server.requested_profile(profile)
     if is_running(state) and ENV_FILE.is_file():
         current = state.get("profile", _server.PROFILES[0])
-        if current == wanted:
+        other_image = _execd_image_change(state)
+        if current == wanted and other_image is None:
             say(
                 f"already running on 127.0.0.1:{state['port']}, execd profile {current} "
                 f"(settings in {ENV_FILE})"
             )
             _warn_if_stale(state)
             return 0
-        say(f"running with execd profile {current}: restarting the server for {wanted}")
+        if other_image is not None:
+            say(f"{other_image}: restarting the server")
+        else:
+            say(f"running with execd profile {current}: restarting the server for {wanted}")
         _server.stop_server()
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     STATE_DIR.chmod(0o700)
@@ -101,6 +105,7 @@ def start(profile: str | None = None) -> int:
         server_pid=pid,
         sandbox_image=sandbox_image,
         execd_image=execd_image,
+        execd_asked=os.environ.get("OSB_EXECD_IMAGE", "").strip(),
         profile=wanted,
     )
     save_state(state)
@@ -120,6 +125,19 @@ def start(profile: str | None = None) -> int:
     say(f"execd profile: {wanted} (every sandbox gets {_server.PROFILE_ENV}={wanted})")
     say(f"testbed running after {time.monotonic() - t0:.1f}s; settings in {ENV_FILE}")
     return 0
+
+
+def _execd_image_change(state: dict[str, Any]) -> str | None:
+    """How OSB_EXECD_IMAGE now differs from the one the running server was started with (it
+    chose the sandboxes' execd image), or None."""
+    before = str(state.get("execd_asked") or "")
+    asked = os.environ.get("OSB_EXECD_IMAGE", "").strip()
+    if asked == before:
+        return None
+    return (
+        f"the server was started with OSB_EXECD_IMAGE={before or '(unset)'}, "
+        f"now it is {asked or '(unset)'}"
+    )
 
 
 def _warn_if_stale(state: dict[str, Any]) -> None:

@@ -56,7 +56,14 @@ async def test_exact_output(session: AsyncSandboxSession) -> None:
 
 @pytest.mark.parametrize(
     ("profile", "framing"),
-    [("1.0.19", Framing.LEGACY), ("1.0.18", Framing.LEGACY), ("1.1", Framing.MODERN)],
+    [
+        pytest.param(profile, framing, marks=pytest.mark.testbed_daemon(profile))
+        for profile, framing in [
+            ("1.0.19", Framing.LEGACY),
+            ("1.0.18", Framing.LEGACY),
+            ("1.1", Framing.MODERN),
+        ]
+    ],
 )
 async def test_exact_output_on_every_generation(
     sandbox_image: str, profile: str, framing: Framing
@@ -204,6 +211,7 @@ async def test_output_cap_is_exact_on_raw_output(session: AsyncSandboxSession) -
     assert result.stdout == ("ab\r\ncd\r\n" * 200)[:1024]
 
 
+@pytest.mark.testbed_daemon("1.0.16")
 async def test_ancient_framing_is_refused_with_the_fix(sandbox_image: str) -> None:
     session = AsyncSandboxSession(profile_spec(sandbox_image, "1.0.16"))
     try:

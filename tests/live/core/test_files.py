@@ -245,6 +245,7 @@ async def test_setuid_setgid_and_sticky_bits_are_applied(session: AsyncSandboxSe
     assert (await session.run(["stat", "-c", "%a", "/tmp/sticky"])).stdout == "1600\n"
 
 
+@pytest.mark.testbed_daemon("1.0.18")
 async def test_v1_0_18_file_api_gives_the_same_results(sandbox_image: str) -> None:
     """A sandbox whose execd has v1.0.18's file API (no /directories/list, /files/info follows
     symlinks and has no type, missing paths are 500): every core file operation still works."""

@@ -65,7 +65,9 @@ async def test_background_stop_kills_the_process_group(session: AsyncSandboxSess
     await proc.stop()  # idempotent
 
 
-@pytest.mark.parametrize("profile", ["1.0.19", "1.1"])
+@pytest.mark.parametrize(
+    "profile", [pytest.param(p, marks=pytest.mark.testbed_daemon(p)) for p in ("1.0.19", "1.1")]
+)
 async def test_background_handle_is_usable_at_once(sandbox_image: str, profile: str) -> None:
     """execd registers a background command only after it started (status 404 right after
     `init` on the real v1.0.19); the handle start_background returns works at once."""
@@ -84,6 +86,7 @@ async def test_background_handle_is_usable_at_once(sandbox_image: str, profile: 
         assert min(durations) < 0.9, durations  # the stream's 1 s hold is not waited for
 
 
+@pytest.mark.testbed_daemon("1.0.19", "1.0.18")  # as the real v1.0.19 and v1.0.18 do
 async def test_background_children_die_with_the_main_process(sandbox_image: str) -> None:
     """When a background main process exits, execd kills its process group: `cmd &` and
     `nohup cmd &` children die; `keep_running` starts one that survives."""
@@ -110,6 +113,7 @@ async def test_background_children_die_with_the_main_process(sandbox_image: str)
         await sb.run(["kill", "-KILL", f"-{kept_pid}"])
 
 
+@pytest.mark.testbed_daemon("1.0.19", "1.0.18")  # as the real v1.0.19 and v1.0.18 do
 async def test_discard_removes_the_output_file(sandbox_image: str) -> None:
     spec = SandboxSpec(image=sandbox_image, env={"OSB_EXECD_PROFILE": "1.0.19"})
     async with AsyncSandboxSession(spec) as sb:

@@ -20,6 +20,7 @@ from opensandbox_core import AsyncSandboxSession, SandboxSpec, UnsupportedDaemon
 from pydantic_ai_opensandbox import OpenSandboxBackend
 
 
+@pytest.mark.testbed_daemon("1.0.16")
 async def test_ancient_execd_raises_unavailable_with_the_fix(
     sandbox_image: str, created_refs: list[WorkspaceRef]
 ) -> None:
@@ -41,7 +42,9 @@ async def test_ancient_execd_raises_unavailable_with_the_fix(
     await backend.aclose()
 
 
-@pytest.mark.parametrize("profile", ["1.0.19", "1.0.18"])
+@pytest.mark.parametrize(
+    "profile", [pytest.param(p, marks=pytest.mark.testbed_daemon(p)) for p in ("1.0.19", "1.0.18")]
+)
 async def test_line_framed_execd_works_with_exact_output(
     sandbox_image: str, created_refs: list[WorkspaceRef], profile: str
 ) -> None:
