@@ -64,6 +64,12 @@ _ERRNO_ERRORS: Final[dict[int, FileOperationError]] = {
     errno.EINVAL: INVALID_PATH,  # e.g. a FIFO or device where a regular file is expected
     errno.EEXIST: INVALID_PATH,
     errno.EROFS: PERMISSION_DENIED,
+    # A special file the core read like `cat` and could not give whole: a FIFO without a
+    # writer (ETIMEDOUT), a device without an end (EFBIG), /proc/self/mem (EIO), a socket (ENXIO).
+    errno.ETIMEDOUT: INVALID_PATH,
+    errno.EFBIG: INVALID_PATH,
+    errno.EIO: INVALID_PATH,
+    errno.ENXIO: INVALID_PATH,
 }
 
 
@@ -72,9 +78,14 @@ def check_transfer_path(path: object) -> FileOperationError | None:
 
     Deep Agents' contract: paths are absolute. A relative path would otherwise be resolved
     against the sandbox's working directory by the core, and a NUL byte can never be part of a
-    POSIX path.
+    POSIX path. A str that is not UTF-8 (a lone surrogate, as `surrogateescape` names a
+    non-UTF-8 byte) cannot be sent to execd at all.
     """
     if not isinstance(path, str) or not path or not path.startswith("/") or "\0" in path:
+        return INVALID_PATH
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
         return INVALID_PATH
     return None
 

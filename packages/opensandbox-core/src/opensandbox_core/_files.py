@@ -25,6 +25,9 @@ Nothing here does I/O; the session runs the commands built here.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import errno
 import posixpath
 import re
 import shlex
@@ -161,6 +164,71 @@ def remove_argv(path: str, *, directory: bool, recursive: bool) -> list[str]:
     if directory and not recursive:
         return ["rmdir", "--", path]
     return ["rm", "-rf" if directory else "-f", "--", path]
+
+
+# -- special files: read by a bounded command ---------------------------------------------------
+# execd serves a download with Go's http.ServeContent, which first seeks to the end of the file to
+# learn its size: /proc files and FIFOs refuse that (HTTP 500 "seeker can't seek"), sysfs files
+# claim 4096 bytes whatever they hold (a short, broken body), devices claim 0 (/dev/zero downloads
+# empty). Such files are read the way `cat` would, by `dd` under `timeout`, the bytes printed as
+# one base64 line (exact on every output framing).
+
+SPECIAL_READ_LIMIT = 16 * 1024 * 1024
+"""The most bytes a read of a special file returns (the caller's `max_size` can only lower it)."""
+SPECIAL_READ_SECONDS = 5.0
+"""How long a read of a special file may take (a FIFO without a writer ends here)."""
+CANNOT_SEEK = "seeker can't seek"
+"""execd's answer (HTTP 500, plain text) to a download of a file it cannot seek in."""
+_STATUS = "osb-read-status "
+_SPECIAL_READ = (
+    '{ timeout -k 1 "$1" dd if="$2" iflag=skip_bytes,count_bytes,fullblock skip="$3" '
+    f'count="$4" bs=65536 status=none || echo "{_STATUS}$?" >&2; }} | base64 -w 0'
+)
+_SPECIAL_TREES = ("/proc/", "/sys/")
+_SPECIAL_ERRNOS = {
+    "input/output error": errno.EIO,  # /proc/self/mem at an unmapped address
+    "no such device or address": errno.ENXIO,  # a unix socket
+}
+
+
+def read_by_command(path: str) -> bool:
+    """Whether a file at `path` is read by a command, never downloaded: /proc and /sys entries
+    (their size says nothing about their content)."""
+    return posixpath.normpath(path).startswith(_SPECIAL_TREES)
+
+
+def special_read_argv(path: str, *, skip: int, count: int, seconds: float) -> list[str]:
+    """A command printing, as one base64 line, up to `count` bytes of `path` after its first
+    `skip` bytes, killed after `seconds`; a failure adds `osb-read-status N` to stderr."""
+    return ["sh", "-c", _SPECIAL_READ, "sh", f"{seconds:g}", path, str(skip), str(count)]
+
+
+def base64_length(count: int) -> int:
+    """Characters of the base64 text of `count` bytes."""
+    return 4 * ((count + 2) // 3)
+
+
+def parse_special_read(stdout: str, stderr: str) -> tuple[bytes, int, str]:
+    """(bytes read, exit status of the read, its error text) of `special_read_argv`'s output;
+    ValueError when stdout is not base64."""
+    status = 0
+    lines = []
+    for line in stderr.splitlines():
+        if line.startswith(_STATUS) and line[len(_STATUS) :].strip().isdigit():
+            status = int(line[len(_STATUS) :])
+        else:
+            lines.append(line)
+    try:
+        data = base64.b64decode("".join(stdout.split()), validate=True)
+    except binascii.Error as exc:
+        raise ValueError(f"the output is not base64 ({exc})") from None
+    return data, status, error_text("\n".join(lines))
+
+
+def special_errno(text: str) -> int | None:
+    """The errno of a read error text that `_errors.path_error` does not know, or None."""
+    lowered = text.lower()
+    return next((code for needle, code in _SPECIAL_ERRNOS.items() if needle in lowered), None)
 
 
 def error_text(stderr: str) -> str:

@@ -362,6 +362,12 @@ class FileSystem:
             raise path_error(text, path) or OSError(errno.EIO, text or f"{argv[0]} failed", path)
         return result
 
+    async def file_command(
+        self, argv: list[str], *, timeout: float, max_output: int | None = None
+    ) -> CommandResult:
+        """Run one file command (`Commands.file_command`); its result as it is."""
+        return await self._commands.file_command(argv, timeout=timeout, max_output=max_output)
+
     def _protected(self, target: str) -> bool:
         norm = posixpath.normpath(target)
         workdir = self._life.working_dir

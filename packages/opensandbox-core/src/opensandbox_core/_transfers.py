@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import errno
 import io
+import os
 import posixpath
 from collections.abc import AsyncGenerator, AsyncIterable, Mapping, Sequence
 from typing import Any, Final
@@ -23,6 +24,7 @@ from ._errors import (
     ConfigurationError,
     OutputLimitError,
     SandboxUnavailableError,
+    ServerError,
     new_path_error,
     path_error,
 )
@@ -45,7 +47,9 @@ class Transfers:
         self._run = runner
 
     async def read_bytes(self, path: str, *, max_size: int | None = None) -> bytes:
-        """The whole content of a file. Directories, FIFOs and devices raise instead of blocking."""
+        """The whole content of a file. A directory raises IsADirectoryError. A file that execd
+        cannot serve by download (a /proc or /sys entry, a FIFO, a device) is read by a bounded
+        command the way `cat` would (see `_read_special`)."""
         # BytesIO grows one buffer and hands it over without a copy; a list of chunks joined at
         # the end would briefly hold the file twice.
         buffer = io.BytesIO()
@@ -74,12 +78,11 @@ class Transfers:
             size = -1
         if kind == "directory":
             raise new_path_error(IsADirectoryError, errno.EISDIR, target)
-        if kind == "other":
-            raise OSError(
-                errno.EINVAL,
-                "Not a regular file (FIFO, socket or device); reading it could block",
-                target,
-            )
+        if kind == "other" or _files.read_by_command(target):
+            # A FIFO, socket or device, or a /proc or /sys entry: read like `cat`, bounded.
+            for chunk in _chunks(await self._read_special(target, max_size), chunk_size):
+                yield chunk
+            return
         if max_size is not None and size > max_size:
             raise OutputLimitError(
                 f"{target} is {size} bytes, over the limit of {max_size} bytes.", limit=max_size
@@ -92,6 +95,7 @@ class Transfers:
             await self._fs.command_or_raise(["ln", "-s", "--", target, alias], target)
             source = alias
         total = 0
+        unseekable = False
         try:
             async for chunk in execd.download(source, chunk_size=chunk_size):
                 total += len(chunk)
@@ -103,7 +107,11 @@ class Transfers:
         except (OutputLimitError, GeneratorExit):
             raise
         except Exception as exc:
-            await self._life.fail(exc, "read a file", execd=execd, path=target)
+            # execd cannot serve what it cannot seek in (a /proc file behind a symlink, such as
+            # /etc/mtab): known from its answer, so a regular read costs nothing more.
+            unseekable = total == 0 and _cannot_seek(exc)
+            if not unseekable:
+                await self._life.fail(exc, "read a file", execd=execd, path=target)
         finally:
             if alias is not None:
                 with contextlib.suppress(Exception):
@@ -111,6 +119,74 @@ class Transfers:
                         await self._run(
                             ["rm", "-f", "--", alias], cwd=None, timeout=20, max_output=None
                         )
+        if unseekable:
+            for chunk in _chunks(await self._read_special(target, max_size), chunk_size):
+                yield chunk
+
+    async def _read_special(self, target: str, max_size: int | None) -> bytes:
+        """The content of a file that execd cannot serve by download, read by a command the way
+        `cat` would: at most `max_size` bytes (else OutputLimitError, as for any file) and at
+        most `SPECIAL_READ_LIMIT` (else EFBIG: a device such as /dev/zero has no end), within
+        `SPECIAL_READ_SECONDS` (else TimeoutError: a FIFO without a writer)."""
+        limit = _files.SPECIAL_READ_LIMIT
+        capped = max_size is not None and max_size <= limit
+        cap = max_size if max_size is not None and capped else limit
+        data = await self._special_bytes(target, skip=0, count=cap + 1)
+        if len(data) <= cap:
+            return data
+        if capped:
+            raise OutputLimitError(f"{target} is over the limit of {max_size} bytes.", limit=cap)
+        raise OSError(
+            errno.EFBIG,
+            f"File too large: this special file gives more than {limit} bytes, the most read "
+            "from a file that execd cannot serve (a device may have no end); read a part of it "
+            "with read_range",
+            target,
+        )
+
+    async def _special_part(self, target: str, offset: int, length: int) -> bytes:
+        """`read_range` of a file that execd cannot serve: up to `length` bytes from `offset`
+        (fewer only at its end), at most `SPECIAL_READ_LIMIT` of them (else EFBIG)."""
+        limit = _files.SPECIAL_READ_LIMIT
+        if length <= limit:
+            return await self._special_bytes(target, skip=offset, count=length)
+        data = await self._special_bytes(target, skip=offset, count=limit + 1)
+        if len(data) > limit:
+            raise OSError(
+                errno.EFBIG,
+                f"File too large: a range over {limit} bytes of a file that execd cannot serve "
+                "(read it in smaller parts)",
+                target,
+            )
+        return data
+
+    async def _special_bytes(self, target: str, *, skip: int, count: int) -> bytes:
+        """Up to `count` bytes of `target` after its first `skip`, read by one bounded command."""
+        seconds = _files.SPECIAL_READ_SECONDS
+        result = await self._fs.file_command(
+            _files.special_read_argv(target, skip=skip, count=count, seconds=seconds),
+            timeout=seconds + 30,
+            max_output=_files.base64_length(count) + 1024,
+        )
+        try:
+            data, status, text = _files.parse_special_read(result.stdout, result.stderr)
+        except ValueError as exc:
+            raise ServerError(
+                f"Could not read {target!r} in sandbox {self._life.sandbox_id}: {exc}."
+            ) from None
+        if status in (124, 137):  # timeout's own codes: the read was stopped
+            raise TimeoutError(
+                errno.ETIMEDOUT,
+                f"No end of data within {seconds:g} s (a FIFO without a writer, or a device "
+                "that keeps it open); not read",
+                target,
+            )
+        if status != 0:
+            code = _files.special_errno(text)
+            raise path_error(text, target) or OSError(
+                code if code is not None else errno.EIO, text or "could not read the file", target
+            )
+        return data
 
     async def write_bytes(
         self,
@@ -323,8 +399,9 @@ class Transfers:
     async def read_range(self, path: str, offset: int, length: int) -> bytes:
         """Up to `length` bytes of a regular file from byte `offset`: fewer at its end, none
         past it. Costs one round trip: the path's inspection and the HTTP Range download run
-        at once (symlinks are followed; a missing path, a directory or a FIFO raises like
-        `read_bytes`). Paths that execd would rewrite (`$`) or the server's proxy refuses are
+        at once (symlinks are followed; a missing path or a directory raises like `read_bytes`).
+        A /proc or /sys entry, a FIFO or a device is read by a bounded command, like
+        `read_bytes`. Paths that execd would rewrite (`$`) or the server's proxy refuses are
         streamed from the start instead (correct, but costs `offset + length` bytes).
         """
         for name, value in (("offset", offset), ("length", length)):
@@ -342,6 +419,8 @@ class Transfers:
                 if len(kept) >= length:
                     break
             return bytes(kept)
+        if _files.read_by_command(target):
+            return await self._special_range(execd, target, offset, length)
         fetch = asyncio.ensure_future(execd.download_range(target, offset, length))
         try:
             info = await self._fs.lstat(execd, target)
@@ -351,31 +430,46 @@ class Transfers:
             if is_dir:
                 raise new_path_error(IsADirectoryError, errno.EISDIR, target)
             if not is_file:
-                if kind_of(info.get("type")) == "symlink":  # dangling
-                    raise new_path_error(FileNotFoundError, errno.ENOENT, target)
-                raise OSError(
-                    errno.EINVAL,
-                    "Not a regular file (FIFO, socket or device); reading it could block",
-                    target,
-                )
-        except BaseException:
+                if kind_of(info.get("type")) == "symlink":
+                    real = await self._fs.realpath(target)  # a loop raises ELOOP here
+                    if await self._fs.lstat(execd, real) is None:  # dangling
+                        raise new_path_error(FileNotFoundError, errno.ENOENT, target)
+                raise _Special
+        except BaseException as exc:
             fetch.cancel()
             await asyncio.wait([fetch])
             if not fetch.cancelled():
                 fetch.exception()  # retrieved, so asyncio does not log it
+            if isinstance(exc, _Special):  # a FIFO, socket or device: read like `cat`
+                return await self._special_part(target, offset, length)
             raise
         try:
             return await fetch
         except Exception as exc:
+            if _cannot_seek(exc):
+                return await self._special_part(target, offset, length)
             await self._life.fail(exc, "read a file", execd=execd, path=target)
             raise
+
+    async def _special_range(
+        self, execd: ExecdClient, target: str, offset: int, length: int
+    ) -> bytes:
+        """`read_range` of a /proc or /sys path: inspected like any path, read by a command."""
+        info = await self._fs.lstat(execd, target)
+        if info is None:
+            raise new_path_error(FileNotFoundError, errno.ENOENT, target)
+        is_dir, _ = await self._fs.kinds(target, info)
+        if is_dir:
+            raise new_path_error(IsADirectoryError, errno.EISDIR, target)
+        return await self._special_part(target, offset, length)
 
     async def replace_text(self, path: str, old: str, new: str) -> None:
         """Replace every occurrence of `old` with `new` in a file, in place, in one request
         (execd's `/files/replace`: the file keeps its inode, mode and owner; a symlink is
         followed). `old` must not be empty. The path is taken literally: one that execd would
         rewrite (`$`, a leading `~`) or with `..` segments raises ConfigurationError (edit such
-        files with a command). A missing file raises FileNotFoundError.
+        files with a command). A missing file raises FileNotFoundError; a /proc or /sys entry
+        OSError (EINVAL).
         """
         if not isinstance(old, str) or not old or not isinstance(new, str):
             raise ConfigurationError("old must be a non-empty string and new a string.")
@@ -386,15 +480,43 @@ class Transfers:
                 f"path {target!r} would be rewritten by execd ($, ~ or ..); edit it with a "
                 "command instead."
             )
+        if _files.read_by_command(target):
+            raise OSError(
+                errno.EINVAL,
+                "Not a regular file: a /proc or /sys entry cannot be edited in place (write it "
+                "with a command)",
+                target,
+            )
         try:
             await execd.replace(target, old, new)
         except Exception as exc:
+            if isinstance(exc, ExecdError) and exc.from_execd:
+                code = _files.special_errno(exc.message)
+                if path_error(exc.message, target) is None and code is not None:
+                    raise OSError(code, os.strerror(code), target) from None
             await self._life.fail(exc, "replace text in a file", execd=execd, path=target)
             raise
 
 
 class _Retry(Exception):
     """Internal: the overlapped write found a symlink and is redone the sequential way."""
+
+
+class _Special(Exception):
+    """Internal: a range read found a FIFO, socket or device, to be read by a command."""
+
+
+def _cannot_seek(exc: BaseException) -> bool:
+    """Whether execd refused a download because it cannot seek in the file (/proc, FIFOs)."""
+    return (
+        isinstance(exc, ExecdError)
+        and exc.status == 500
+        and _files.CANNOT_SEEK in exc.message.lower()
+    )
+
+
+def _chunks(data: bytes, size: int) -> list[bytes]:
+    return [data[i : i + size] for i in range(0, len(data), max(size, 1))]
 
 
 def _temp_for(target: str) -> str:
