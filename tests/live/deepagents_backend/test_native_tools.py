@@ -66,7 +66,12 @@ for i in $(seq 1 50); do : > "$root/dir/sub/deeper/deepest/f$i"; done
 """
 
 
-@pytest.fixture(scope="module", params=["1.0.19", "1.0.18", "1.1"])
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param(p, marks=pytest.mark.testbed_daemon(p)) for p in ("1.0.19", "1.0.18", "1.1")
+    ],
+)
 def tools_backend(
     request: pytest.FixtureRequest, testbed_env: dict[str, str]
 ) -> Iterator[OpenSandboxBackend]:
