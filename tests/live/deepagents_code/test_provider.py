@@ -92,6 +92,7 @@ def test_get_or_create_then_attach_by_id_then_delete(
     try:
         assert isinstance(backend, OpenSandboxBackend) and backend.owned
         assert backend.session.spec is not None and backend.session.spec.image == sandbox_image
+        assert backend.session.spec.metadata["opensandbox-agents.provider"] == "deepagents-code"
         ran = backend.execute("echo dcode-$((6 * 7)); pwd")
         assert (ran.exit_code, ran.output) == (0, "dcode-42\n/workspace\n")
         assert (

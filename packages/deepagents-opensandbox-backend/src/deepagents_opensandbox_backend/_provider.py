@@ -58,7 +58,7 @@ from opensandbox_core import validation as _validate
 from ._backend import OpenSandboxBackend
 from ._options import AttachOptions, SandboxOptions
 
-__all__ = ["IMAGE_ENV", "PROVIDER_NAME", "OpenSandboxProvider"]
+__all__ = ["IMAGE_ENV", "PROVIDER_METADATA_KEY", "PROVIDER_NAME", "OpenSandboxProvider"]
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +67,10 @@ PROVIDER_NAME = "opensandbox"
 
 IMAGE_ENV = "OPEN_SANDBOX_IMAGE"
 """Environment variable naming the image of a created sandbox when `image` is not given."""
+
+PROVIDER_METADATA_KEY = "opensandbox-agents.provider"
+"""Label on every sandbox this provider creates (value `deepagents-code`): find or remove the
+ones a process left behind with `opensandbox_core.list_sandboxes(metadata={key: value})`."""
 
 _DCODE_PROVIDER_MODULE = "deepagents_code.integrations.sandbox_provider"
 _PACKAGE = "deepagents-opensandbox-backend"
@@ -123,6 +127,12 @@ def _check_id(sandbox_id: object) -> str:
 def _create_options(options: dict[str, Any]) -> SandboxOptions:
     if "image" not in options and os.environ.get(IMAGE_ENV, "").strip():
         options = {**options, "image": os.environ[IMAGE_ENV].strip()}
+    labels = options.get("metadata") or {}
+    if not isinstance(labels, Mapping):
+        raise _validate.ArgumentTypeError(
+            f"metadata must be a mapping of strings, got {type(labels).__name__}."
+        )
+    options = {**options, "metadata": {PROVIDER_METADATA_KEY: "deepagents-code", **labels}}
     return SandboxOptions(**options)
 
 
