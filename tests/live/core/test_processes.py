@@ -66,7 +66,12 @@ async def test_background_stop_kills_the_process_group(session: AsyncSandboxSess
 
 
 @pytest.mark.parametrize(
-    "profile", [pytest.param(p, marks=pytest.mark.testbed_daemon(p)) for p in ("1.0.19", "1.1")]
+    "profile",
+    [
+        # the real v1.0.18 registers a background command as v1.0.19 does
+        pytest.param("1.0.19", marks=pytest.mark.testbed_daemon("1.0.19", "1.0.18")),
+        pytest.param("1.1", marks=pytest.mark.testbed_daemon("1.1")),
+    ],
 )
 async def test_background_handle_is_usable_at_once(sandbox_image: str, profile: str) -> None:
     """execd registers a background command only after it started (status 404 right after
