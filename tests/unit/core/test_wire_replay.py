@@ -34,7 +34,7 @@ from opensandbox_core import (
     _reach,
 )
 from opensandbox_core import _session as session_module
-from opensandbox_core._commands import WARNED_REBUILT
+from opensandbox_core._output import WARNED_REBUILT
 from opensandbox_core._execd import ExecdClient, ExecdEndpoint
 from opensandbox_core._framing import EventSplitter, decode_output
 from opensandbox_core._lifecycle import SandboxLifecycle
@@ -340,6 +340,9 @@ def test_invalid_utf8_becomes_one_replacement_per_byte() -> None:
 
 
 # -- the session on the recorded wire ---------------------------------------------------------
+def _streamed(kind: str, text: str) -> None:
+    """An output callback that keeps nothing (a streamed run reads execd's raw files)."""
+
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("name", sorted(PRINTF))
 async def test_run_is_byte_exact_from_the_raw_files(
@@ -355,7 +358,11 @@ async def test_run_is_byte_exact_from_the_raw_files(
     session = attach(replay, monkeypatch)
     await session.start()
     started = time.monotonic()
-    result = await session.run(json.loads(recorded["request"]["body_text"])["command"])
+    # With a callback the output streams, so it is not captured (`_capture`): the run reads
+    # execd's own raw files, which is the path these recordings replay.
+    result = await session.run(
+        json.loads(recorded["request"]["body_text"])["command"], on_output=_streamed
+    )
     took = time.monotonic() - started
     assert session.framing is Framing.LEGACY
     assert result.stdout == decode_output(PRINTF[name])
@@ -363,10 +370,16 @@ async def test_run_is_byte_exact_from_the_raw_files(
     assert (result.exit_code, result.truncated, result.execution_id) == (0, False, cid)
     # Not one moment of the daemon's one-second hold after the completion event is waited for.
     assert took < 0.5, took
-    # Only the stream that had events is downloaded, with a Range of max_output + 1 bytes...
+    # Both raw files are downloaded (a stream whose events never came must not read as empty),
+    # with a Range of max_output + 1 bytes...
     downloads = [r for r in replay.of("GET", "/files/download") if cid in str(r.url)]
-    assert [r.url.params["path"] for r in downloads] == [f"/tmp/{cid}.stdout"]
-    assert downloads[0].headers["Range"] == f"bytes=0-{session_module.DEFAULT_MAX_OUTPUT}"
+    assert sorted(r.url.params["path"] for r in downloads) == [
+        f"/tmp/{cid}.stderr",
+        f"/tmp/{cid}.stdout",
+    ]
+    assert {r.headers["Range"] for r in downloads} == {
+        f"bytes=0-{session_module.DEFAULT_MAX_OUTPUT}"
+    }
     # ...and both files are deleted in one request, in the background (closing waits for it);
     # the probe cleaned up its own files too.
     await session.aclose()
@@ -467,7 +480,11 @@ async def test_daemon_timeout_carries_the_exact_output(
     replay.files[f"/tmp/{cid}.stdout"] = b"start\n"
     session = attach(replay, monkeypatch)
     with pytest.raises(CommandTimeoutError) as info:
-        await session.run(json.loads(recorded["request"]["body_text"])["command"], timeout=0.5)
+        await session.run(
+            json.loads(recorded["request"]["body_text"])["command"],
+            timeout=0.5,
+            on_output=_streamed,
+        )
     assert info.value.stdout == "start\n"
     await session.aclose()
     assert [r.url.params.get_list("path") for r in replay.of("DELETE", "/files")][-1] == [
@@ -610,7 +627,9 @@ async def test_cancellation_interrupts_and_cleans_up(
     replay.interrupts.append(interrupt["response"])
     session = attach(replay, monkeypatch)
     await session.start()
-    task = asyncio.create_task(session.run("echo start; sleep 30; echo never"))
+    task = asyncio.create_task(
+        session.run("echo start; sleep 30; echo never", on_output=_streamed)
+    )
     await asyncio.sleep(0.05)  # after `init`, before the recorded output at 101 ms
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

@@ -12,18 +12,20 @@ import asyncio
 import contextlib
 import errno
 import logging
-import posixpath
-import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NoReturn, Protocol
 
+import httpx
+
 from . import _files, _validate
+from ._capture import CAPTURE_ENV, Capture
 from ._errors import CommandTimeoutError, ServerError, new_path_error, path_error
 from ._execd import ExecdClient, ExecdError
-from ._framing import Framing, OutputBuffer, decode_output, rebuild, whole_characters
+from ._framing import Framing, OutputBuffer, rebuild
 from ._lifetime import renewing
+from ._output import COMMAND_ID, Collected, collect, leftover_files
 from ._types import CommandResult
 from ._wire import STALL_TIMEOUT, Context, command_body, read_events
 
@@ -47,10 +49,7 @@ class Runner(Protocol):
     ) -> Awaitable[CommandResult]: ...
 
 
-COMMAND_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _MISSING_CWD: Final = "working directory does not exist"
-WARNED_REBUILT: set[str | None] = set()
-"""Sandboxes already warned about output rebuilt from line events (a process-wide cache)."""
 
 
 class Lifecycle(Protocol):
@@ -74,6 +73,7 @@ class Lifecycle(Protocol):
         *,
         execd: ExecdClient | None = None,
         path: str | None = None,
+        detail: str | None = None,
     ) -> NoReturn: ...
 
     def resolve(self, path: str) -> str: ...
@@ -89,7 +89,9 @@ class _RunState:
     out: OutputBuffer
     err: OutputBuffer
     on_output: OutputCallback | None = None
+    capture: Capture | None = None
     execution_id: str | None = None
+    events: int = 0
     exit_code: int | None = None
     error: str | None = None
     seen: dict[str, bool] = field(default_factory=lambda: {"stdout": False, "stderr": False})
@@ -99,6 +101,7 @@ class _RunState:
 
     def handle(self, event: Mapping[str, Any]) -> Awaitable[None] | None:
         kind = event.get("type")
+        self.events += 1
         if kind == "init":
             self.execution_id = str(event.get("text") or "") or None
         elif kind in ("stdout", "stderr"):
@@ -122,6 +125,21 @@ class _RunState:
 
     def rebuilt(self) -> tuple[str, str, bool]:
         return self.out.text(), self.err.text(), self.out.truncated or self.err.truncated
+
+    def collected(self, sandbox_id: str | None) -> Collected:
+        return Collected(
+            framing=self.framing,
+            execution_id=self.execution_id,
+            out=self.out,
+            err=self.err,
+            seen_stdout=self.seen["stdout"],
+            seen_stderr=self.seen["stderr"],
+            capture=self.capture,
+            sandbox_id=sandbox_id,
+        )
+
+    def leftovers(self, ctx: Context) -> list[str]:
+        return leftover_files(ctx, self.execution_id, self.capture)
 
 
 class Commands:
@@ -168,8 +186,21 @@ class Commands:
         ctx = await self._life.context()
         workdir = ctx.working_dir if cwd is None else self._life.resolve(cwd)
         text, sent_cwd = await self.literal_cwd(text, workdir, ctx)
+        # Line-framed execd sends one event per line: when nobody streams, the output goes to
+        # capture files instead and is read by range at the end (see `_capture`).
+        capture = (
+            Capture.new(ctx.output_dir)
+            if on_output is None
+            and not plain_lines
+            and ctx.framing is Framing.LEGACY
+            and CAPTURE_ENV not in envs
+            else None
+        )
+        if capture is not None:
+            envs[CAPTURE_ENV] = text
+            text = capture.script()
         body = command_body(text, cwd=sent_cwd, env=envs, timeout=limit)
-        state = _RunState(ctx.framing, OutputBuffer(cap), OutputBuffer(cap), on_output)
+        state = _RunState(ctx.framing, OutputBuffer(cap), OutputBuffer(cap), on_output, capture)
         started = time.monotonic()
         await self._stream(ctx, body, state, limit, cap, where=cwd if cwd is not None else workdir)
         elapsed = time.monotonic() - started
@@ -213,31 +244,42 @@ class Commands:
                 # for a second after it, and sends nothing more.
                 await read_events(ctx.execd, body, state.handle, done=state.done)
         except TimeoutError:
-            await self.interrupt(ctx.execd, state.execution_id)
+            stopped = await self.interrupt(ctx.execd, state.execution_id)
             stdout, stderr, cut = await _bounded(
                 self._final_output(ctx, state, cap, False), 10.0, state.rebuilt()
             )
             raise CommandTimeoutError(
-                f"Command timed out after {limit:g} s and was stopped.",
+                f"Command timed out after {limit:g} s and {_stop_outcome(state, stopped)}.",
                 timeout=limit or 0.0,
                 stdout=stdout,
                 stderr=stderr,
                 truncated=cut,
             ) from None
         except asyncio.CancelledError:
-            await self.interrupt(ctx.execd, state.execution_id, output_dir=ctx.output_dir)
+            await self.interrupt(ctx.execd, state.execution_id, discard=state.leftovers(ctx))
             raise
         except Exception as exc:
             if isinstance(exc, ExecdError) and _MISSING_CWD in exc.message.lower():
                 # v1.0.18 says only this; v1.0.19 adds the stat error ("no such file ...").
                 raise new_path_error(FileNotFoundError, errno.ENOENT, where) from None
-            await self._life.fail(exc, "run a command", execd=ctx.execd, path=where)
+            detail = None
+            if state.events and isinstance(exc, httpx.TransportError):
+                # The stream was cut after execd had accepted the command (HTTP 200, events).
+                stopped = await self.interrupt(ctx.execd, state.execution_id)
+                detail = (
+                    f"the output stream of command {state.execution_id or '(no id yet)'} was "
+                    f"cut after {state.events} events ({type(exc).__name__}); whether and how "
+                    f"the command ended is unknown, and it {_stop_outcome(state, stopped)}."
+                )
+            await self._life.fail(exc, "run a command", execd=ctx.execd, path=where, detail=detail)
 
     async def _exit_code(self, ctx: Context, state: _RunState, workdir: str) -> int:
         """The finished command's exit code, or the error its stream ended with."""
         if state.exit_code is not None:
             return state.exit_code
-        _discard_outputs(ctx, state.execution_id)
+        leftovers = state.leftovers(ctx)
+        if leftovers:
+            ctx.execd.discard_later(leftovers)
         if state.error:
             mapped = path_error(state.error, workdir)
             if mapped is not None:
@@ -258,64 +300,36 @@ class Commands:
     async def _final_output(
         self, ctx: Context, state: _RunState, cap: int, plain_lines: bool
     ) -> tuple[str, str, bool]:
-        """A finished command's stdout, stderr and whether the cap cut either.
-
-        Line-framed execd (LEGACY): read from the raw files execd kept (only a stream that had
-        events, at most `cap` + 1 bytes of it), so the output is byte-exact; with `plain_lines`
-        the events are exact already and the files are only deleted. MODERN: the events are
-        exact. Either way execd's files for the command are deleted (one request, in the
-        background). Where a file cannot be read, the output rebuilt from the events is used.
-        """
-        rebuilt = state.rebuilt()
-        execution_id = state.execution_id
-        if ctx.output_dir is None or not execution_id or not COMMAND_ID.fullmatch(execution_id):
-            return rebuilt
-        base = posixpath.join(ctx.output_dir, execution_id)
-        wanted = state.seen["stdout"] or state.seen["stderr"]
-        if ctx.framing is not Framing.LEGACY or plain_lines or not wanted:
-            ctx.execd.discard_later([base + ".stdout", base + ".stderr"])
-            return rebuilt
-        raw_out, raw_err = await ctx.execd.take_outputs(
-            base, stdout=state.seen["stdout"], stderr=state.seen["stderr"], limit=cap + 1
+        """A finished command's stdout, stderr and whether the cap cut either (`_output`)."""
+        return await collect(
+            ctx, state.collected(self._life.sandbox_id), cap, plain_lines=plain_lines
         )
-        if (raw_out is None or raw_err is None) and self._life.sandbox_id not in WARNED_REBUILT:
-            WARNED_REBUILT.add(self._life.sandbox_id)
-            logger.warning(
-                "Sandbox %s: the raw output files of command %s were not found, so its output "
-                "is rebuilt from line events (a missing final newline and \\r\\n line endings "
-                "are not kept exactly).",
-                self._life.sandbox_id,
-                execution_id,
-            )
-        texts: list[str] = []
-        truncated = False
-        for raw, buffer in ((raw_out, state.out), (raw_err, state.err)):
-            exact = buffer if raw is None else _exact(raw, cap)
-            texts.append(exact.text())
-            truncated = truncated or exact.truncated
-        return texts[0], texts[1], truncated
 
     async def interrupt(
-        self, execd: ExecdClient, execution_id: str | None, *, output_dir: str | None = None
-    ) -> None:
-        """Stop a running command's process group (and delete execd's output files of it when
-        `output_dir` is given); never raises, never hangs."""
+        self, execd: ExecdClient, execution_id: str | None, *, discard: Sequence[str] = ()
+    ) -> bool:
+        """Stop a running command's process group (then delete `discard`, the files it leaves);
+        never raises, never hangs. True when execd acknowledged the stop."""
         if not execution_id:
-            return
+            return False
 
-        async def send() -> None:
+        async def send() -> bool:
+            acknowledged = False
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(10):
                     await execd.interrupt(execution_id)
-            if output_dir and COMMAND_ID.fullmatch(execution_id):
-                base = posixpath.join(output_dir, execution_id)
+                    acknowledged = True
+            if discard:
                 with contextlib.suppress(Exception):
                     async with asyncio.timeout(10):
-                        await execd.discard_files([base + ".stdout", base + ".stderr"])
+                        await execd.discard_files(list(discard))
+            return acknowledged
 
         task = asyncio.ensure_future(send())
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.shield(task)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            return False
 
     # -- helpers for the files facet and background processes -------------------------------
     async def file_command(
@@ -386,20 +400,13 @@ class Commands:
         return command_body(text, cwd=sent_cwd, env=envs, timeout=limit, background=True)
 
 
-def _exact(raw: bytes, cap: int) -> OutputBuffer:
-    """A buffer holding a raw output file's text, cut at `cap` bytes on a character boundary."""
-    exact = OutputBuffer(cap)
-    if len(raw) > cap:
-        exact.truncated = True
-        raw = whole_characters(raw[:cap])
-    exact.add(decode_output(raw))
-    return exact
-
-
-def _discard_outputs(ctx: Context, execution_id: str | None) -> None:
-    if ctx.output_dir is not None and execution_id and COMMAND_ID.fullmatch(execution_id):
-        base = posixpath.join(ctx.output_dir, execution_id)
-        ctx.execd.discard_later([base + ".stdout", base + ".stderr"])
+def _stop_outcome(state: _RunState, stopped: bool) -> str:
+    """How a stop attempt ended, as the end of a sentence ("... and was stopped")."""
+    if state.execution_id is None:
+        return "could not be stopped: execd never sent its command id, so it may still run"
+    if stopped:
+        return "was stopped"
+    return "an interrupt was sent but not acknowledged, so it may still run"
 
 
 async def _bounded(

@@ -30,6 +30,9 @@ logger = logging.getLogger(__name__)
 
 EXECD_PORT = 44772
 _UPLOAD_SLICE = 1 << 20
+# How long a stream the caller stopped reading is drained before it is closed: execd holds a
+# stream for 1 s after its last event (EXECD_API_GRACE_SHUTDOWN), plus room for a loaded machine.
+_DRAIN_LIMIT = 4.0
 
 
 @dataclass(frozen=True)
@@ -123,24 +126,62 @@ class ExecdClient:
         self, body: Mapping[str, Any], *, read_timeout: float | None = None
     ) -> AsyncGenerator[dict[str, Any]]:
         """POST /command and yield its events as they arrive. No read timeout unless given (the
-        longest silence allowed between two chunks; execd sends a keep-alive every 3 s)."""
+        longest silence allowed between two chunks; execd sends a keep-alive every 3 s).
+
+        A caller that stops early (at the completion event, on a timeout) never closes the
+        connection under execd: the rest of the stream is read in the background until execd
+        ends it (`_drain_later`). Real execd forwards every signal it receives to every command
+        it runs, and a write to a connection its client already closed gives it a SIGPIPE: an
+        early close would kill whatever else runs in the sandbox at that moment.
+        """
         timeout = httpx.Timeout(
             self._timeout.connect, read=read_timeout, write=self._timeout.write, pool=None
         )
-        async with self._client.stream(
+        request = self._client.build_request(
             "POST",
             "/command",
             json=dict(body),
             headers={"Accept": "text/event-stream", "Cache-Control": "no-cache"},
             timeout=timeout,
-        ) as response:
+        )
+        response = await self._client.send(request, stream=True)
+        chunks = response.aiter_bytes()
+        ended = False
+        try:
             await _raise_for(response)
             splitter = EventSplitter()
-            async for chunk in response.aiter_bytes():
+            async for chunk in chunks:
                 for event in splitter.feed(chunk):
                     yield event
+            ended = True
             for event in splitter.close():
                 yield event
+        except Exception:
+            ended = True  # a failed read or an error answer: nothing is left to drain
+            raise
+        finally:
+            if ended or response.is_closed:
+                await response.aclose()
+            else:
+                self._drain_later(response, chunks)
+
+    def _drain_later(self, response: httpx.Response, chunks: AsyncIterator[bytes]) -> None:
+        """Read what is left of a command stream in the background, so that execd ends it (it
+        holds a stream open for a second after the last event), then close it; bounded."""
+
+        async def drain() -> None:
+            try:
+                async with asyncio.timeout(_DRAIN_LIMIT):
+                    async for _ in chunks:
+                        pass
+            except Exception as exc:  # a stream that ends badly (upstream #1277) is fine here
+                logger.debug("a command stream ended with %s while drained", type(exc).__name__)
+            finally:
+                await response.aclose()
+
+        task = asyncio.get_running_loop().create_task(drain())
+        self._cleanups.add(task)
+        task.add_done_callback(self._cleanups.discard)
 
     async def read_head(self, path: str, limit: int) -> bytes | None:
         """The first `limit` bytes of a file (one HTTP Range request), or None if it is missing.

@@ -415,8 +415,12 @@ class SandboxLifecycle:
         *,
         execd: ExecdClient | None = None,
         path: str | None = None,
+        detail: str | None = None,
     ) -> NoReturn:
-        """Raise the right error for a failed call: path error, gone sandbox, or server error."""
+        """Raise the right error for a failed call: path error, gone sandbox, or server error.
+
+        `detail`, when given, says what is known of a call that failed half way (a command whose
+        stream was cut after it started); it replaces the transport's own description."""
         if isinstance(exc, ExecdError):
             if path is not None and exc.from_execd:
                 mapped = path_error(exc.message, path)
@@ -436,6 +440,10 @@ class SandboxLifecycle:
                 f"Sandbox {self.sandbox_id} is gone (deleted, expired or its daemon died): "
                 f"could not {action}.",
                 sandbox_id=self.sandbox_id,
+            ) from exc
+        if detail is not None:
+            raise ServerError(
+                f"Could not {action} in sandbox {self.sandbox_id}: {detail}", retryable=False
             ) from exc
         if isinstance(exc, ExecdError):
             raise ServerError(

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 import httpx
 
 from . import _errors
-from ._commands import COMMAND_ID
 from ._errors import ConfigurationError, SandboxUnavailableError, UnsupportedDaemonError
 from ._execd import EXECD_PORT, ExecdClient, ExecdEndpoint, ExecdError
 from ._filesystem import file_api_cache
 from ._framing import PROBE_COMMAND, PROBE_OUTPUT, UPGRADE_EXECD, Framing, classify_probe, rebuild
+from ._output import COMMAND_ID
 from ._wire import command_body, read_events
 
 if TYPE_CHECKING:

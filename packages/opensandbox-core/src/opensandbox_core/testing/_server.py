@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import httpx
 
+from opensandbox_core._capture import CAPTURE_ENV, MARKER, paths_of
 from opensandbox_core._config import Connection
 
 from . import _routes
@@ -261,10 +262,16 @@ class FakeOpenSandbox:
     def _command(self, box: FakeSandbox, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content or b"{}")
         timeout = body.get("timeout")
+        text, env = str(body.get("command", "")), dict(body.get("envs") or {})
+        # The core's output capture (`opensandbox_core._capture`): the caller's command is in the
+        # environment, its output goes to two files, and the events carry one marker line.
+        captured = paths_of(text) if CAPTURE_ENV in env else None
+        if captured is not None:
+            text = env.pop(CAPTURE_ENV)
         command = FakeCommand(
-            command=str(body.get("command", "")),
+            command=text,
             cwd=body.get("cwd"),
-            env=dict(body.get("envs") or {}),
+            env=env,
             timeout_ms=int(timeout) if timeout is not None else None,
             sandbox=box,
             body=body,
@@ -279,7 +286,7 @@ class FakeOpenSandbox:
             return _routes.error(400, "INVALID_REQUEST_BODY", message)
         outcome = (self.on_command(command) if self.on_command else None) or canned(command)
         execution_id = uuid.uuid4().hex
-        stream = self._stream(box, execution_id, command, outcome, request)
+        stream = self._stream(box, execution_id, command, outcome, request, captured)
         return httpx.Response(200, headers={"Content-Type": "text/event-stream"}, content=stream)
 
     async def _stream(
@@ -289,15 +296,22 @@ class FakeOpenSandbox:
         command: FakeCommand,
         outcome: FakeOutcome,
         request: httpx.Request,
+        captured: tuple[str, str] | None = None,
     ) -> AsyncIterator[bytes]:
         legacy = self.framing == "legacy"
+        stdout, stderr = outcome.stdout, outcome.stderr
+        if captured is not None:
+            box.files[captured[0]] = FakeFile(outcome.stdout, 0o644)
+            box.files[captured[1]] = FakeFile(outcome.stderr, 0o644)
+            flags = ("o" if stdout else "") + ("e" if stderr else "")
+            stdout, stderr = f"{MARKER}{flags or '-'}".encode(), b""
         if legacy and self.raw_output_files:
-            box.files[f"{_TMP}/{execution_id}.stdout"] = FakeFile(outcome.stdout, 0o755)
-            box.files[f"{_TMP}/{execution_id}.stderr"] = FakeFile(outcome.stderr, 0o755)
+            box.files[f"{_TMP}/{execution_id}.stdout"] = FakeFile(stdout, 0o755)
+            box.files[f"{_TMP}/{execution_id}.stderr"] = FakeFile(stderr, 0o755)
         status: dict[str, Any] = {"id": execution_id, "content": command.command, "running": True}
         box.statuses[execution_id] = status
         events = [_routes.event("init", execution_id), _routes.event("ping", "pong")]
-        for kind, raw in (("stdout", outcome.stdout), ("stderr", outcome.stderr)):
+        for kind, raw in (("stdout", stdout), ("stderr", stderr)):
             events += [_routes.event(kind, text) for text in _routes.texts(raw, legacy=legacy)]
         sent = 0
         cut = self._cut_after
@@ -311,6 +325,8 @@ class FakeOpenSandbox:
                 if killed and limit_ms is not None:
                     wait = limit_ms / 1000
                 await self._sleep(box, execution_id, wait)
+            if captured is not None and index >= 2 and (killed or execution_id in box.interrupted):
+                continue  # the wrapper was killed before it printed its marker
             yield event
             sent += 1
         if not events[2:] and outcome.delay:
