@@ -18,7 +18,7 @@ TEST_DEPS = nox.project.dependency_groups(PYPROJECT, "test")
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["lint", "typecheck", "tests", "integration", "durable"]
+nox.options.sessions = ["lint", "typecheck", "tests", "replay", "integration", "durable"]
 
 # Sessions use the interpreter that runs nox (3.11+), so that a fresh machine needs no other.
 PYTHON: str | None = None
@@ -58,11 +58,32 @@ def typecheck(session: nox.Session) -> None:
     session.run("mypy")
 
 
+# Unit-test files too slow for the one-minute `tests` tier (measured with --durations on 2 cores),
+# run by `replay` instead: the replay of the real execd's recordings (root, `unshare -m`; in CI it
+# fails when it cannot run), the testbed daemon's own tests, and the Deep Agents read port's
+# window-by-window comparisons with BaseSandbox's read script.
+SLOW_UNIT = (
+    "tests/unit/test_execd_replay.py",
+    "tests/unit/test_execd_daemon.py",
+    "tests/unit/deepagents_backend/test_paged_read.py",
+    "tests/unit/deepagents_backend/test_read_port.py",
+    "tests/unit/deepagents_backend/test_native_readahead.py",
+)
+
+
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Unit tests: no network, no Docker."""
+    """Unit tests: no network, no Docker; the slow files are left to `replay`."""
     _install_all(session)
-    session.run("pytest", "tests/unit", *session.posargs)
+    ignored = [f"--ignore={path}" for path in SLOW_UNIT]
+    session.run("pytest", "tests/unit", *ignored, "--durations=5", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def replay(session: nox.Session) -> None:
+    """Slow unit tests: the testbed daemon against real execd's recordings (root), read ports."""
+    _install_all(session)
+    session.run("pytest", *SLOW_UNIT, "--durations=10", *session.posargs)
 
 
 # The execd generations the testbed daemon can behave like; the live suite runs on each in turn.
