@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import nox
@@ -14,11 +16,20 @@ PACKAGES = [
     arg for path in PYPROJECT["tool"]["opensandbox-agents"]["packages"] for arg in ("-e", path)
 ]
 TEST_DEPS = nox.project.dependency_groups(PYPROJECT, "test")
+SERVER = [d for d in TEST_DEPS if d.startswith("opensandbox-server")]
 
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["lint", "typecheck", "tests", "replay", "integration", "durable"]
+nox.options.sessions = [
+    "lint",
+    "typecheck",
+    "tests",
+    "replay",
+    "integration",
+    "durable",
+    "deepagents_code",
+]
 
 # Sessions use the interpreter that runs nox (3.11+), so that a fresh machine needs no other.
 PYTHON: str | None = None
@@ -142,6 +153,55 @@ def durable(session: nox.Session) -> None:
     _with_testbed(session, profiles, "pytest", "tests/live/durable", "-m", "not slow", *rest)
 
 
+def _pyenv_python(version: str) -> str:
+    """pyenv's newest interpreter of `version` (as a path, for nox), else `version` itself."""
+    root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    found = [p for p in root.glob(f"{version}.*/bin/python{version}") if p.is_file()]
+    found.sort(key=lambda p: [int(n) for n in p.parents[1].name.split(".") if n.isdigit()])
+    return str(found[-1]) if found else version
+
+
+def _install_for_deepagents_code(session: nox.Session) -> None:
+    """The newest deepagents-code with the three packages from the work tree (editable), the
+    scripted model of its command-line test, pytest; opensandbox-server, which cannot share an
+    environment with deepagents-code (protobuf), in an environment of its own on PATH."""
+    upgrade = ["--upgrade-package", "deepagents-code"] if session.venv_backend == "uv" else []
+    packages = [
+        p + "[code]" if p.endswith("deepagents-opensandbox-backend") else p for p in PACKAGES
+    ]
+    session.install(
+        *upgrade,
+        *packages,
+        "tests/live/deepagents_code/scripted_model",
+        "pytest>=9.0",
+        "pytest-asyncio>=1.2",
+    )
+    session.run("dcode", "--version")
+    server = ROOT / ".nox" / "deepagents_code-server"
+    marker = server / "installed.txt"
+    if not marker.exists() or marker.read_text() != " ".join(SERVER):
+        session.run(sys.executable, "-m", "venv", "--clear", str(server), external=True)
+        python = str(server / "bin" / "python")
+        session.run(python, "-m", "pip", "install", "-q", *SERVER, external=True)
+        marker.write_text(" ".join(SERVER))
+    session.env["PATH"] = os.pathsep.join([str(server / "bin"), os.environ.get("PATH", "")])
+
+
+@nox.session(python=_pyenv_python("3.12"))
+def deepagents_code(session: nox.Session) -> None:
+    """deepagents-code (Python 3.12) runs in sandboxes of the `opensandbox` provider, live."""
+    profiles, rest = _split_profiles(session.posargs, PROFILES[:1])
+    _with_testbed(
+        session,
+        profiles,
+        "pytest",
+        "tests/live/deepagents_code",
+        "--durations=10",
+        *rest,
+        install=_install_for_deepagents_code,
+    )
+
+
 @nox.session(python=PYTHON, default=False)
 def slow(session: nox.Session) -> None:
     """Slow live tests (load, soak) against the testbed: `pytest tests/live -m slow`."""
@@ -151,12 +211,16 @@ def slow(session: nox.Session) -> None:
 
 
 def _with_testbed(
-    session: nox.Session, profiles: list[str], *args: str, tests_on_path: bool = False
+    session: nox.Session,
+    profiles: list[str],
+    *args: str,
+    tests_on_path: bool = False,
+    install: Callable[[nox.Session], None] = _install_all,
 ) -> None:
-    """Install everything, run `args` against the testbed (started when it is not running) once
-    per execd profile, and stop the testbed afterwards if this call started it (unless
-    OSB_KEEP_TESTBED is set). Every profile runs even when an earlier one failed."""
-    _install_all(session)
+    """Install everything (`install`), run `args` against the testbed (started when it is not
+    running) once per execd profile, and stop the testbed afterwards if this call started it
+    (unless OSB_KEEP_TESTBED is set). Every profile runs even when an earlier one failed."""
+    install(session)
     started = _ensure_testbed(session, profiles[0])
     failed: list[str] = []
     try:
