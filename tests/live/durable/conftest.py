@@ -1,4 +1,4 @@
-"""Fixtures of the durable tests: a Temporal dev server on loopback, sandbox bookkeeping."""
+"""Fixtures of the durable tests: Temporal and Prefect servers on loopback, sandbox bookkeeping."""
 
 from __future__ import annotations
 
@@ -6,10 +6,14 @@ import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from opensandbox_core import destroy_sandbox, list_sandboxes
+
+if TYPE_CHECKING:
+    from _prefect_support import PrefectServer
 
 
 @pytest.fixture(scope="session")
@@ -65,6 +69,19 @@ def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
             proc.kill()
             proc.wait(timeout=30)
         log.close()
+
+
+@pytest.fixture(scope="session")
+def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectServer]:
+    """A Prefect server on a loopback port, SQLite database and home in a temp dir, no UI,
+    no background services, analytics off; its process group is ended at the end."""
+    from _prefect_support import start_prefect_server, stop_process_group
+
+    server = start_prefect_server(tmp_path_factory.mktemp("prefect"))
+    try:
+        yield server
+    finally:
+        stop_process_group(server.proc)
 
 
 @pytest.fixture
