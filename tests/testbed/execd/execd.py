@@ -139,6 +139,10 @@ PROFILE = os.environ.get("OSB_EXECD_PROFILE", "").strip() or "1.0.19"
 # terminator stripped, a blank line is "\n"), "lines-drop-blank" (the modelled v1.0.16 and
 # older: blank lines dropped) or "modern" (the modelled 1.1: events keep their line endings).
 FRAMING = {"1.1": "modern", "1.0.16": "lines-drop-blank"}.get(PROFILE, "lines")
+# A fault knob of the testbed only: keep-alive pings every 0.1 s during the hold after the last
+# event (the real daemon's ping goroutine can land there), so that a stream whose client left
+# early always gets written to again after the connection is gone (through a proxy too): EPIPE.
+TAIL_PING = os.environ.get("OSB_EXECD_TAIL_PING", "").strip() in ("1", "true", "yes")
 # v1.0.18 and older: no /directories/list, /files/info follows symlinks and has no "type", a
 # missing path is a 500 (the file handlers read this).
 LEGACY_FILE_API = PROFILE in ("1.0.18", "1.0.16")
@@ -868,6 +872,21 @@ SESSIONS: dict[str, dict] = {}
 REG_LOCK = threading.Lock()
 
 
+def forward_sigpipe() -> None:
+    """What the real daemon does with the SIGPIPE of a write to a connection its client closed.
+
+    Every running command subscribes to every signal the Go process receives (`signal.Notify`
+    without a list, in runCommand and runBackgroundCommand) and forwards each one to its own
+    process group; Go delivers SIGPIPE to those subscribers whatever the file descriptor. So every
+    command and background process running at that moment gets SIGPIPE.
+    """
+    with REG_LOCK:
+        pids = [k.pid for k in KERNELS.values() if k.running and k.pid > 0]
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGPIPE)
+
+
 def new_id() -> str:
     return os.urandom(16).hex()
 
@@ -1099,6 +1118,9 @@ class EventStream:
                 self._start()
                 self.h.wfile.write(data)
                 self.h.wfile.flush()
+            except BrokenPipeError:  # EPIPE: where Go receives SIGPIPE
+                self.broken = True
+                forward_sigpipe()
             except OSError:
                 self.broken = True
 
@@ -1145,7 +1167,12 @@ class EventStream:
         threading.Thread(target=loop, daemon=True).start()
 
     def finish(self, grace: float = 0.0) -> None:
-        if grace > 0:
+        if grace > 0 and TAIL_PING:
+            end = time.monotonic() + grace
+            while (left := end - time.monotonic()) > 0:
+                time.sleep(min(0.1, left))
+                self.send({"type": "ping", "text": "pong", "timestamp": now_ms()})
+        elif grace > 0:
             time.sleep(grace)
         self.closed.set()
         self._write(b"0\r\n\r\n")
