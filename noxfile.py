@@ -28,6 +28,7 @@ nox.options.sessions = [
     "replay",
     "integration",
     "durable",
+    "deepagents",
     "deepagents_code",
 ]
 
@@ -199,6 +200,44 @@ def deepagents_code(session: nox.Session) -> None:
         "--durations=10",
         *rest,
         install=_install_for_deepagents_code,
+    )
+
+
+def _deepagents_ends() -> dict[str, str]:
+    """The deepagents requirement at each end of the range the Deep Agents package declares."""
+    package = nox.project.load_toml(ROOT / "packages/deepagents-opensandbox-backend/pyproject.toml")
+    spec = next(d for d in package["project"]["dependencies"] if d.startswith("deepagents"))
+    lowest = spec.split(">=", 1)[1].split(",", 1)[0]
+    return {"lowest": f"deepagents=={lowest}", "highest": spec}
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("end", ["lowest", "highest"])
+def deepagents(session: nox.Session, end: str) -> None:
+    """Deep Agents unit, standard-suite and live tests with the lowest or highest deepagents."""
+    pin = _deepagents_ends()[end]
+
+    def install(session: nox.Session) -> None:
+        _install_all(session)
+        session.install("--upgrade", pin)
+
+    install(session)
+    session.run("python", "-c", "import importlib.metadata as m; print(m.version('deepagents'))")
+    session.run("pytest", "tests/unit/deepagents_backend", "-q", "-p", "no:cacheprovider")
+    # Live tests on the shared testbed's profile only (`integration` runs every profile).
+    profiles, rest = _split_profiles(session.posargs, PROFILES[:1])
+    others = " and ".join(f"not {p}" for p in PROFILES if p not in profiles)
+    _with_testbed(
+        session,
+        profiles,
+        "pytest",
+        "tests/live/deepagents_backend",
+        "-m",
+        "not slow",
+        *(["-k", others] if others else []),
+        "--durations=10",
+        *rest,
+        install=lambda session: None,  # installed above, with deepagents pinned
     )
 
 

@@ -7,9 +7,12 @@ generation profile of the testbed daemon.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import base64
+import random
+from collections.abc import Callable, Iterator
 
 import pytest
+from deepagents.backends.protocol import WriteResult
 from deepagents.backends.sandbox import BaseSandbox
 
 from deepagents_opensandbox_backend import OpenSandboxBackend
@@ -485,3 +488,266 @@ async def test_core_read_range_and_replace_text(tools_backend: OpenSandboxBacken
         await session.replace_text(f"{base}/price$5.bin", "a", "b")
     with pytest.raises(ValueError, match="non-empty"):
         await session.replace_text(f"{base}/t.txt", "", "b")
+
+
+# -- write, delete, and generated trees: every tool, native against BaseSandbox's own ------------
+
+
+def _outcome(call: Callable[..., object], *args: object) -> object:
+    """A call's result, or the type of what it raised (both sides must agree on either)."""
+    try:
+        return call(*args)
+    except ValueError:  # e.g. a name that is not UTF-8: the core's ConfigurationError, or
+        return ("raised", "ValueError")  # BaseSandbox's UnicodeEncodeError, both ValueErrors
+    except Exception as exc:
+        return ("raised", type(exc).__name__)
+
+
+def _snapshot(backend: OpenSandboxBackend, root: str) -> str:
+    """Every path under `root` with its type, size and content hash (the tree's state)."""
+    # The core's write to a directory may leave its temporary sibling (`.NAME.osb-*.tmp`) for
+    # a moment after failing (the upload lands after the cleanup); it is not the tree's state.
+    script = (
+        'cd -- "$1" 2>/dev/null || exit 0; find . -name ".*.osb-*.tmp" -prune -o '
+        '-printf "%y %s %P\\0" -type f -exec md5sum {} +'
+    )
+    done = run_blocking(backend.session.run(["bash", "-c", script, "snap", root]))
+    return done.stdout
+
+
+WRITE_CASES: list[tuple[str, str]] = [
+    ("new.txt", "hello\n"),
+    ("nested/a/b/c.txt", "deep"),
+    ("with space/nl\nname\u0085.txt", "odd names"),
+    (".hidden/.file", ""),
+    ("crlf.txt", "a\r\nb\r\n"),
+    ("unicode-é中🎉.md", "é中🎉\u2028line\n" * 100),
+    ("large.txt", ("y" * 1023 + "\n") * 2048),
+    ("existing.txt", "overwritten"),
+    ("a-dir", "into a directory"),
+    ("a-file/below.txt", "under a file"),
+    ("price$5 `id`.txt", "$(echo no)"),
+]
+
+
+def test_write_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:
+    session = tools_backend.session
+    root = f"{ROOT}/write"
+    prepare = 'set -e; r="$1"; rm -rf -- "$r"; mkdir -p -- "$r/a-dir"; : > "$r/a-file"; echo old > "$r/existing.txt"'
+    for name, content in [*WRITE_CASES, ("relative-write.txt", "x")]:
+        path = name if name.startswith("relative") else f"{root}/{name}"
+        states = []
+        for write in (tools_backend.write, lambda p, c: BaseSandbox.write(tools_backend, p, c)):
+            assert run_blocking(session.run(["bash", "-c", prepare, "p", root])).exit_code == 0
+            states.append((_outcome(write, path, content), _snapshot(tools_backend, root)))
+        (native, native_tree), (base, base_tree) = states
+        assert native_tree == base_tree, name
+        if isinstance(base, WriteResult) and (base.error or "").startswith("Traceback"):
+            # BaseSandbox's parent-directory script died (a parent is a file) and its
+            # traceback is the error text; the native write says `invalid_path`.
+            assert isinstance(native, WriteResult) and native.error and native.path is None
+        else:
+            assert native == base, name
+
+
+async def test_awrite_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:
+    path = f"{ROOT}/awrite/x y/\u0085.txt"
+    results = []
+    for write in (tools_backend.awrite, lambda p, c: BaseSandbox.awrite(tools_backend, p, c)):
+        await tools_backend.session.run(["rm", "-rf", "--", f"{ROOT}/awrite"])
+        results.append((await write(path, "é\r\n"), await tools_backend.session.read_bytes(path)))
+    assert results[0] == results[1]
+
+
+DELETE_SETUP = r"""
+set -e
+r="$1"
+rm -rf -- "$r"
+mkdir -p -- "$r/tree/a/b/c" "$r/tree/.hidden" "$r/empty-dir" "$r/keep"
+printf 'x' > "$r/file.txt"; printf 'x' > "$r/tree/a/b/c/deep.txt"; : > "$r/tree/.hidden/.h"
+printf 'x' > "$r/with space"; printf 'x' > "$r/nl
+name"; printf 'x' > "$r/nel$(printf '\302\205')name"; printf 'x' > "$r/price\$5"
+printf 'keep' > "$r/keep/target.txt"
+ln -s keep/target.txt "$r/link-to-file"; ln -s keep "$r/link-to-dir"; ln -s nowhere "$r/dangling"
+mkfifo "$r/fifo"
+"""
+DELETE_CASES = [
+    "file.txt",
+    "tree",
+    "tree/a/b/c/deep.txt",
+    "tree/.hidden",
+    "empty-dir",
+    "with space",
+    "nl\nname",
+    "nel\u0085name",
+    "price$5",
+    "link-to-file",
+    "link-to-dir",
+    "dangling",
+    "fifo",
+    "missing",
+    "missing/below",
+    "file.txt/below",
+]
+
+
+def test_delete_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:
+    """`delete` is native (the core's remove, no shell `rm`) and leaves the tree BaseSandbox's
+    `rm -rf` leaves: links removed, not their targets; directories recursively."""
+    session = tools_backend.session
+    root = f"{ROOT}/delete"
+    assert type(tools_backend).delete is not BaseSandbox.delete
+    for name in DELETE_CASES:
+        path = f"{root}/{name}"
+        states = []
+        for delete in (tools_backend.delete, lambda p: BaseSandbox.delete(tools_backend, p)):
+            assert run_blocking(session.run(["bash", "-c", DELETE_SETUP, "s", root])).exit_code == 0
+            states.append((_outcome(delete, path), _snapshot(tools_backend, root)))
+        assert states[0] == states[1], name
+        assert states[0][0].error is not None or name not in states[0][1]
+
+
+async def test_adelete_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:
+    session = tools_backend.session
+    root = f"{ROOT}/adelete"
+    for name in ("tree", "link-to-dir", "missing"):
+        states = []
+        for delete in (tools_backend.adelete, lambda p: BaseSandbox.adelete(tools_backend, p)):
+            done = await session.run(["bash", "-c", DELETE_SETUP, "s", root])
+            assert done.exit_code == 0
+            states.append((await delete(f"{root}/{name}"), _snapshot(tools_backend, root)))
+        assert states[0] == states[1], name
+
+
+NAME_POOL = [
+    "plain",
+    "with space",
+    "nl\nname",
+    "nel\u0085name",
+    "sep\u2028name",
+    "cr\rname",
+    ".hidden",
+    "é中🎉",
+    "q'uote",
+    "$HOME",
+    "-dash",
+    "bad\udcffname",
+    "trail ",
+]
+
+
+def _generated_tree(seed: int) -> tuple[str, list[tuple[str, bytes]], list[str]]:
+    """A random tree: (setup script, files as (relative path, bytes), directories)."""
+    rng = random.Random(seed)
+    dirs = [""]
+    files: list[tuple[str, bytes]] = []
+    for _ in range(rng.randint(4, 8)):
+        parent = rng.choice(dirs)
+        name = rng.choice(NAME_POOL) + f"-d{len(dirs)}"
+        dirs.append(f"{parent}/{name}".lstrip("/"))
+    kinds = ["empty", "text", "crlf", "binary", "bad-late", "large", "unicode"]
+    for i in range(rng.randint(10, 18)):
+        kind = rng.choice(kinds)
+        suffix = rng.choice([".txt", ".py", "", ".md", ".png"])
+        rel = f"{rng.choice(dirs)}/{rng.choice(NAME_POOL)}-{i}-{kind}{suffix}".lstrip("/")
+        body = {
+            "empty": b"",
+            "text": b"".join(b"line %d needle\n" % n for n in range(rng.randint(1, 300))),
+            "crlf": b"".join(b"row %d\r\n" % n for n in range(rng.randint(1, 50))) + b"end",
+            "binary": bytes(rng.randrange(256) for _ in range(rng.randint(1, 3000))),
+            "bad-late": b"ok\n" * 4000 + b"\xff\xfe\n",
+            "large": b"".join(b"%07d " % n + b"z" * 90 + b"\n" for n in range(12_000)),
+            "unicode": "é中🎉 needle\u0085\u2028x\n".encode() * rng.randint(1, 40),
+        }[kind]
+        files.append((rel, body))
+    return "", files, dirs
+
+
+def _raw(path: str) -> bytes:
+    return path.encode("utf-8", "surrogateescape")
+
+
+async def _make_tree(
+    backend: OpenSandboxBackend, root: str, seed: int
+) -> tuple[list[str], list[str]]:
+    """Build the generated tree under `root` by names as bytes; (file paths, dir paths)."""
+    _, files, dirs = _generated_tree(seed)
+    session = backend.session
+    await session.run(["rm", "-rf", "--", root])
+    args = [base64.b64encode(_raw(d)).decode() for d in dirs]
+    decode = 'set -e; r="$1"; shift; for d in "$@"; do n=$(printf %s "$d" | base64 -d; printf .); mkdir -p -- "$r/${n%.}"; done'
+    done = await session.run(["bash", "-c", decode, "mk", root, *args])
+    assert done.exit_code == 0, done.stderr
+    safe: list[tuple[str, bytes]] = []
+    for rel, body in files:
+        path = f"{root}/{rel}"
+        if "\udcff" in path:  # not a str the file API can send: made by a command
+            writer = 'n=$(printf %s "$2" | base64 -d; printf .); printf %s "$3" | base64 -d > "$1/${n%.}"'
+            body64 = base64.b64encode(body).decode()
+            rel64 = base64.b64encode(_raw(rel)).decode()
+            done = await session.run(["bash", "-c", writer, "w", root, rel64, body64])
+            assert done.exit_code == 0, done.stderr
+        else:
+            safe.append((path, body))
+    await session.upload_files(safe)
+    return [f"{root}/{rel}" for rel, _ in files], [f"{root}/{d}".rstrip("/") for d in dirs]
+
+
+TREE_GLOBS = ["*", "**/*", "*.txt", "**/*.py", "*needle*", ".*", "**/.*", "*/*", "{*.md,*.png}"]
+TREE_WINDOWS = [(0, 2000), (5, 10), (2000, 2000), (11_990, 100), (100_000, 1)]
+
+
+def _restore(backend: OpenSandboxBackend, pristine: str, root: str) -> None:
+    """Put the generated tree back as it was built (one command)."""
+    script = 'rm -rf -- "$2" && cp -a -- "$1" "$2"'
+    done = run_blocking(backend.session.run(["bash", "-c", script, "r", pristine, root]))
+    assert done.exit_code == 0, done.stderr
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_generated_trees_match_base_sandbox(tools_backend: OpenSandboxBackend, seed: int) -> None:
+    """A random tree of odd names (spaces, newlines, NEL, U+2028, non-UTF-8 bytes, hidden),
+    nested, with empty, binary, CRLF, large and late-invalid files: `ls` of every directory,
+    `glob`, `read` of every file in several windows, `grep`, then `edit` and `delete`, all equal
+    to BaseSandbox's own answers on the installed deepagents release."""
+    root = f"{ROOT}/gen-{seed}"
+    pristine = f"{ROOT}/gen-{seed}-pristine"
+    files, dirs = run_blocking(_make_tree(tools_backend, pristine, seed))
+    files = [root + f[len(pristine) :] for f in files]
+    dirs = [root + d[len(pristine) :] for d in dirs]
+    _restore(tools_backend, pristine, root)
+    base = BaseSandbox
+    checked = 0
+    for directory in dirs:
+        native = _outcome(tools_backend.ls, directory)
+        assert native == _outcome(base.ls, tools_backend, directory), directory
+        checked += 1
+    for pattern in TREE_GLOBS:
+        native = tools_backend.glob(pattern, root)
+        assert native == base.glob(tools_backend, pattern, root), pattern
+        checked += 1
+    assert tools_backend.grep("needle", root) == base.grep(tools_backend, "needle", root)
+    for path in files:
+        for offset, limit in TREE_WINDOWS:
+            native = _outcome(tools_backend.read, path, offset, limit)
+            expected = _outcome(base.read, tools_backend, path, offset, limit)
+            assert native == expected, (path, offset, limit)
+            checked += 1
+    edits = (("needle", "pin", False), ("needle", "pin", True), ("\r\n", "\n", True))
+    for path in files[:3]:
+        for old, new, every in edits:
+            states = []
+            for edit in (tools_backend.edit, lambda *a: base.edit(tools_backend, *a)):
+                _restore(tools_backend, pristine, root)
+                outcome = _outcome(edit, path, old, new, every)
+                states.append((outcome, _snapshot(tools_backend, root)))
+            assert states[0] == states[1], (path, old, every)
+            checked += 1
+    for path in [*files[1:8:3], *dirs[1:2]]:
+        states = []
+        for delete in (tools_backend.delete, lambda p: base.delete(tools_backend, p)):
+            _restore(tools_backend, pristine, root)
+            states.append((_outcome(delete, path), _snapshot(tools_backend, root)))
+        assert states[0] == states[1], path
+        checked += 1
+    assert checked > 60

@@ -42,7 +42,7 @@ from ._glob import native_glob
 from ._mapping import check_transfer_path, transfer_error
 from ._paging import PAGED_ABOVE, keep_whole, page_cache, paged_read
 from ._read import READ_ERRORS, read_error, render_page, text_named
-from ._tools import native_edit, native_ls
+from ._tools import is_utf8, native_edit, native_ls
 
 __all__ = ["NativeFiles"]
 
@@ -188,6 +188,8 @@ class NativeFiles(BaseSandbox):
 
     async def aread(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
         """`read()` on the caller's event loop."""
+        if isinstance(file_path, str) and not is_utf8(file_path):
+            return await BaseSandbox.aread(self, file_path, offset, limit)  # raises, as it does
         problem = check_transfer_path(file_path)
         if problem is not None:
             # One rule for every file operation: paths are absolute (`write("rel.txt")` says the
@@ -227,13 +229,15 @@ class NativeFiles(BaseSandbox):
 
     async def adelete(self, file_path: str) -> DeleteResult:
         """`delete()` on the caller's event loop."""
+        if isinstance(file_path, str) and not is_utf8(file_path):
+            return await BaseSandbox.adelete(self, file_path)  # not sendable to execd's file API
         problem = check_transfer_path(file_path)
         if problem is not None:
             shown = file_path if isinstance(file_path, str) else repr(file_path)
             return DeleteResult(error=f"Error deleting file '{shown}': {problem}")
         try:
             await self._session.remove(file_path, recursive=True)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # BaseSandbox: `test -e` fails for both
             return DeleteResult(error=f"Error: '{file_path}' not found")
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__

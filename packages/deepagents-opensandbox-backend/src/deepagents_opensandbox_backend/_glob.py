@@ -36,6 +36,8 @@ from deepagents.backends.protocol import FileInfo, GlobResult
 
 from opensandbox_core import AsyncSandboxSession
 
+from ._tools import is_utf8
+
 __all__ = ["GLOB_WALK", "SHARED_CONTRACT", "native_glob"]
 
 logger = logging.getLogger(__name__)
@@ -112,7 +114,7 @@ async def native_glob(
         return None
     if not isinstance(path, str) or not path.startswith("/"):
         return None
-    if "\0" in path or "\0" in pattern:
+    if "\0" in path or "\0" in pattern or not is_utf8(path + pattern):
         return None
     search_path = path
     include = _matcher(pattern)

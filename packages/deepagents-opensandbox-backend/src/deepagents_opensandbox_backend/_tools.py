@@ -225,6 +225,7 @@ def _editable(file_path: object, old: str, new: str) -> bool:
     if "$" in file_path or ".." in file_path.split("/"):
         return False
     try:
+        file_path.encode("utf-8")
         old.encode("utf-8")
         new.encode("utf-8")
     except UnicodeEncodeError:
