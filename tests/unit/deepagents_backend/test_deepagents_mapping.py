@@ -49,6 +49,7 @@ def test_public_names() -> None:
         "THREAD_METADATA_KEY",
         "InsecureSandboxWarning",
         "OpenSandboxBackend",
+        "OpenSandboxProvider",
         "SandboxFiles",
         "ThreadSandboxBackend",
         "TimeTravelSandboxBackend",
