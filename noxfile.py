@@ -70,13 +70,14 @@ def typecheck(session: nox.Session) -> None:
     session.run("mypy")
 
 
-# Unit-test files too slow for the one-minute `tests` tier (measured with --durations on 2 cores),
-# run by `replay` instead: the replay of the real execd's recordings (root, `unshare -m`; in CI it
-# fails when it cannot run), the testbed daemon's own tests, and the Deep Agents read port's
-# window-by-window comparisons with BaseSandbox's read script.
+# Unit-test files too slow for the one-minute `tests` tier (measured with --durations on 2 cores).
+# `replay` runs the testbed daemon's: the replay of the real execd's recordings (root, `unshare
+# -m`; in CI it fails when it cannot run) and the daemon's own tests. The Deep Agents read port's
+# window-by-window comparisons with BaseSandbox's read script run in `deepagents` (which runs
+# tests/unit/deepagents_backend with the lowest and the highest deepagents).
+DAEMON_UNIT = ("tests/unit/test_execd_replay.py", "tests/unit/test_execd_daemon.py")
 SLOW_UNIT = (
-    "tests/unit/test_execd_replay.py",
-    "tests/unit/test_execd_daemon.py",
+    *DAEMON_UNIT,
     "tests/unit/deepagents_backend/test_paged_read.py",
     "tests/unit/deepagents_backend/test_read_port.py",
     "tests/unit/deepagents_backend/test_native_readahead.py",
@@ -85,7 +86,7 @@ SLOW_UNIT = (
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Unit tests: no network, no Docker; the slow files are left to `replay`."""
+    """Unit tests: no network, no Docker; slow files left to `replay` and `deepagents`."""
     _install_all(session)
     ignored = [f"--ignore={path}" for path in SLOW_UNIT]
     session.run("pytest", "tests/unit", *ignored, "--durations=5", *session.posargs)
@@ -93,9 +94,9 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def replay(session: nox.Session) -> None:
-    """Slow unit tests: the testbed daemon against real execd's recordings (root), read ports."""
+    """The testbed daemon replayed against the real execd's recordings (root), its own tests."""
     _install_all(session)
-    session.run("pytest", *SLOW_UNIT, "--durations=10", *session.posargs)
+    session.run("pytest", *DAEMON_UNIT, "--durations=10", *session.posargs)
 
 
 # The execd generations the testbed daemon can behave like; the live suite runs on each in turn.
