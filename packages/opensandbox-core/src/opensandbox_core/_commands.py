@@ -263,6 +263,9 @@ class Commands:
                 # v1.0.18 says only this; v1.0.19 adds the stat error ("no such file ...").
                 raise new_path_error(FileNotFoundError, errno.ENOENT, where) from None
             detail = None
+            leftovers = state.leftovers(ctx)
+            if leftovers:
+                ctx.execd.discard_later(leftovers)
             if state.events and isinstance(exc, httpx.TransportError):
                 # The stream was cut after execd had accepted the command (HTTP 200, events).
                 stopped = await self.interrupt(ctx.execd, state.execution_id)
