@@ -20,7 +20,11 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("deepagents_code", reason="needs deepagents-code (the deepagents_code session)")
+# A submodule: this folder itself imports as a namespace package `deepagents_code`.
+pytest.importorskip(
+    "deepagents_code.integrations.sandbox_registry",
+    reason="needs deepagents-code (the deepagents_code session)",
+)
 pytest.importorskip("osb_dcode_scripted", reason="needs the scripted model (scripted_model/)")
 
 from deepagents_opensandbox_backend import OpenSandboxBackend, OpenSandboxProvider
