@@ -52,7 +52,7 @@ async def test_a_sigkilled_prefect_worker_is_replaced_in_the_same_sandbox(
     for key, value in prefect_server.client_env.items():
         monkeypatch.setenv(key, value)
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.objects import StateType
+    from prefect.client.schemas.objects import State, StateType
     from prefect.client.schemas.responses import SetStateStatus
     from prefect.states import Crashed, Scheduled
 
@@ -101,9 +101,8 @@ async def test_a_sigkilled_prefect_worker_is_replaced_in_the_same_sandbox(
             )
             # What `prefect flow-run retry <id>` does for a crashed run of a deployment (the CLI
             # would spend ~15 s here importing itself): back to Scheduled, for any runner.
-            retried = await client.set_flow_run_state(
-                flow_run.id, Scheduled(message="retried after its worker died"), force=True
-            )
+            scheduled: State[None] = Scheduled(message="retried after its worker died")
+            retried = await client.set_flow_run_state(flow_run.id, scheduled, force=True)
             assert retried.status == SetStateStatus.ACCEPT, retried
             rescheduled_at = time.time()
 
