@@ -18,6 +18,7 @@ from deepagents.backends.sandbox import BaseSandbox
 from deepagents_opensandbox_backend import OpenSandboxBackend
 from deepagents_opensandbox_backend._glob import native_glob
 from deepagents_opensandbox_backend._paging import page_cache
+from deepagents_opensandbox_backend._plain import plain_output
 from deepagents_opensandbox_backend._tools import native_edit, native_ls
 from opensandbox_core import run_blocking
 
@@ -425,8 +426,13 @@ def _grep_tree(backend: OpenSandboxBackend) -> None:
 
 def test_grep_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:
     _grep_tree(tools_backend)
-    # `grep` is BaseSandbox's own (one command already): the backend's `execute` runs it.
-    assert type(tools_backend).grep is BaseSandbox.grep
+    # `grep` is BaseSandbox's own command, its output returned as one plain line on
+    # line-framed execd (`_plain.py`): the answers must be BaseSandbox's through plain `execute`.
+    command = "printf 'a\\0b\\rc\\302\\205d\\377\\n'; exit 3"
+    plain = tools_backend.execute(command)
+    with plain_output():
+        assert tools_backend.execute(command) == plain
+        assert plain.exit_code == 3 and "\0" in plain.output
     for pattern, path, glob, cap in GREP_CASES:
         native = tools_backend.grep(pattern, path, glob, max_count=cap)
         base = BaseSandbox.grep(tools_backend, pattern, path, glob, max_count=cap)

@@ -43,7 +43,9 @@ from opensandbox_core import (
     AsyncSandboxSession,
     CommandTimeoutError,
     DirectoryUpload,
+    Framing,
     UploadOptions,
+    decode_output,
     run_blocking,
     upload_directory,
 )
@@ -58,6 +60,7 @@ from ._options import (
     takes_options_after_id,
 )
 from ._owned import CANCEL_CLEANUP_WAIT, OwnedCreate
+from ._plain import plain_requested, unwrap, wrap
 
 __all__ = ["DEFAULT_IMAGE", "OpenSandboxBackend"]
 
@@ -293,11 +296,26 @@ class OpenSandboxBackend(NativeFiles):
         `stderr_prefix` set (`create(stderr_prefix="[stderr] ")`), every stderr line of the
         output starts with it.
         """
-        return self._run(self.aexecute(command, timeout=timeout))
+        return self._run(self._execute(command, timeout, plain=plain_requested()))
 
     async def aexecute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
         """`execute()` on the caller's event loop."""
+        return await self._execute(command, timeout, plain=plain_requested())
+
+    async def _execute(self, command: str, timeout: int | None, *, plain: bool) -> ExecuteResponse:
         limit: Any = DEFAULT if timeout is None else execute_timeout(timeout)
+        if plain and self._stderr_prefix is None and self._session.framing is not Framing.MODERN:
+            try:
+                wrapped = await self._session.run(wrap(command), timeout=limit, plain_lines=True)
+            except CommandTimeoutError:
+                wrapped = None  # run as it is, below, for the timeout's own output
+            if wrapped is not None and not wrapped.truncated and not wrapped.stderr:
+                parsed = unwrap(wrapped.stdout) if wrapped.exit_code == 0 else None
+                if parsed is not None:
+                    data, status = parsed
+                    return ExecuteResponse(
+                        output=decode_output(data), exit_code=status, truncated=False
+                    )
         try:
             result = await self._session.run(command, timeout=limit)
         except CommandTimeoutError as exc:

@@ -6,7 +6,7 @@ hands the call to BaseSandbox's script. `write` is one native upload; `read` pag
 1 MiB by HTTP Range reads (`_paging.py`); `ls` is one argv `ls` command and `edit` a download and
 execd's in-place `/files/replace` (`_tools.py`); `glob` one `find` command matched by
 deepagents' public include-glob matcher (`_glob.py`); `delete` the core's `remove` (execd's
-file API, recursive). `grep` is BaseSandbox's own (one command already).
+file API, recursive). `grep` is BaseSandbox's own command, its output returned as one plain line (`_plain.py`).
 
 Only public deepagents names are used. Where the installed deepagents release answers a case
 differently from others (a non-positive `limit`, an empty `old_string`, glob before 0.7.30,
@@ -30,6 +30,7 @@ from deepagents.backends.protocol import (
     FileDownloadResponse,
     FileUploadResponse,
     GlobResult,
+    GrepResult,
     LsResult,
     ReadResult,
     WriteResult,
@@ -41,6 +42,7 @@ from opensandbox_core import AsyncSandboxSession, OutputLimitError, run_blocking
 from ._glob import native_glob
 from ._mapping import check_transfer_path, transfer_error
 from ._paging import PAGED_ABOVE, keep_whole, page_cache, paged_read
+from ._plain import plain_output
 from ._read import READ_ERRORS, read_error, render_page, text_named
 from ._tools import is_utf8, native_edit, native_ls
 
@@ -221,6 +223,31 @@ class NativeFiles(BaseSandbox):
         if page is not None:
             return page
         return await BaseSandbox.aread(self, file_path, offset, limit)
+
+    def grep(
+        self,
+        pattern: str,
+        path: str | None = None,
+        glob: str | None = None,
+        *,
+        max_count: int | None = None,
+    ) -> GrepResult:
+        """BaseSandbox's own `grep` (one command), its output returned as one plain line
+        (`_plain.py`), so line-framed execd needs no second round trip for it."""
+        with plain_output():
+            return BaseSandbox.grep(self, pattern, path, glob, max_count=max_count)
+
+    async def agrep(
+        self,
+        pattern: str,
+        path: str | None = None,
+        glob: str | None = None,
+        *,
+        max_count: int | None = None,
+    ) -> GrepResult:
+        """`grep()` on the caller's event loop (BaseSandbox's `agrep`, bounds included)."""
+        with plain_output():
+            return await BaseSandbox.agrep(self, pattern, path, glob, max_count=max_count)
 
     def delete(self, file_path: str) -> DeleteResult:
         """Delete a file, symlink (not its target) or directory tree, natively (the core's
