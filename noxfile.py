@@ -71,13 +71,18 @@ def typecheck(session: nox.Session) -> None:
 
 
 # Unit-test files too slow for the one-minute `tests` tier (measured with --durations on 2 cores).
-# `replay` runs the testbed daemon's: the replay of the real execd's recordings (root, `unshare
-# -m`; in CI it fails when it cannot run) and the daemon's own tests. The Deep Agents read port's
-# window-by-window comparisons with BaseSandbox's read script run in `deepagents` (which runs
-# tests/unit/deepagents_backend with the lowest and the highest deepagents).
-DAEMON_UNIT = ("tests/unit/test_execd_replay.py", "tests/unit/test_execd_daemon.py")
+# `replay` runs the files that replay the real execd's recordings: against the testbed daemon
+# (root, `unshare -m`; in CI it fails when it cannot run), with the daemon's own tests, and to the
+# core's client (test_wire_replay: it keeps the recorded timing, ~1 s a case). The Deep Agents
+# read port's window-by-window comparisons with BaseSandbox's read script run in `deepagents`
+# (which runs tests/unit/deepagents_backend with the lowest and the highest deepagents).
+REPLAY_UNIT = (
+    "tests/unit/test_execd_replay.py",
+    "tests/unit/test_execd_daemon.py",
+    "tests/unit/core/test_wire_replay.py",
+)
 SLOW_UNIT = (
-    *DAEMON_UNIT,
+    *REPLAY_UNIT,
     "tests/unit/deepagents_backend/test_paged_read.py",
     "tests/unit/deepagents_backend/test_read_port.py",
     "tests/unit/deepagents_backend/test_native_readahead.py",
@@ -94,9 +99,9 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def replay(session: nox.Session) -> None:
-    """The testbed daemon replayed against the real execd's recordings (root), its own tests."""
+    """The real execd's recordings replayed to the testbed daemon (root) and the core's client."""
     _install_all(session)
-    session.run("pytest", *DAEMON_UNIT, "--durations=10", *session.posargs)
+    session.run("pytest", *REPLAY_UNIT, "--durations=10", *session.posargs)
 
 
 # The execd generations the testbed daemon can behave like; the live suite runs on each in turn.
