@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench import _cases
+from bench import _cases, _output_cost
 from bench._machine import machine_info
 from bench._report import markdown, targets
 
@@ -29,7 +29,13 @@ SECTIONS = (
     "scale",
     "deepagents_tools",
     "generations",
+    "output_cost",
 )
+
+
+def _section(name: str) -> Any:
+    """The coroutine function that runs the section `name`."""
+    return getattr(_output_cost, name, None) or getattr(_cases, name)
 
 
 def _load_env() -> None:
@@ -97,7 +103,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                 continue
             print(f"[bench] {section} ...", file=sys.stderr, flush=True)
             section_started = time.perf_counter()
-            results[section] = await getattr(_cases, section)(ctx)
+            results[section] = await _section(section)(ctx)
             print(
                 f"[bench] {section} done in {time.perf_counter() - section_started:.0f} s",
                 file=sys.stderr,

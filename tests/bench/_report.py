@@ -113,6 +113,20 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 f"worst adapter: {worst[0]}; core {_x(ratios.get('core run'))}; adapters over "
                 f"core: {', '.join(_x(cmd['ratio_to_core'][n]) for n in OURS_COMMANDS if n in ratios)}",
             )
+    shapes = results.get("output_cost", {}).get("shapes", {})
+    for label, per_profile in shapes.items():
+        for profile, case in per_profile.items():
+            ours = {n: r for n, r in case["ratio_to_baseline"].items() if not n.startswith("raw")}
+            worst = _worst(list(ours.items()))
+            if worst:
+                add(
+                    f"output of {label} on {profile}",
+                    "<= 2x `true` + read_bytes",
+                    _x(worst[1]),
+                    worst[1] <= 2.0,
+                    f"worst client: {worst[0]}; "
+                    + ", ".join(f"{n} {_x(r)}" for n, r in case["ratio_to_baseline"].items()),
+                )
     gen = results.get("generations", {}).get("cases", {}).get("true")
     if gen:
         legacy = gen["ratio_to_1.1"].get("1.0.19")
@@ -348,6 +362,35 @@ def markdown(results: dict[str, Any]) -> str:
                     f"| {size} ×{case['repetitions']} | {case['pages']} | "
                     f"{_cell(st['deepagents read, all pages'])} | {_cell(st['core read_bytes'])} | "
                     f"{_x(case['ratio_to_read_bytes'])} | {_cell(case['per_page'])} |"
+                )
+    cost = results.get("output_cost")
+    if cost and cost.get("skipped"):
+        lines += ["", f"### 7. output cost: skipped ({cost['skipped']})"]
+    elif cost:
+        lines += [
+            "",
+            "### 7. output cost: a command's output against `true` + `read_bytes` of its bytes",
+            "",
+            "| output | profile | baseline | core run | deepagents aexecute | pydantic-ai run "
+            "| raw SDK |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for label, per_profile in cost["shapes"].items():
+            for profile, case in per_profile.items():
+                st, rt = case["stats"], case["ratio_to_baseline"]
+                cells = " | ".join(
+                    f"{_cell(st[n])} ({_x(rt[n])})"
+                    for n in ("core run", "deepagents aexecute", "pydantic-ai run")
+                )
+                sdk = st["raw SDK commands.run"]
+                sdk_cell = (
+                    f"{_cell(sdk)} ({_x(rt['raw SDK commands.run'])})"
+                    if not sdk.get("skipped")
+                    else f"skipped: {sdk['skipped']}"
+                )
+                lines.append(
+                    f"| {label} ×{case['repetitions']} | {profile} | "
+                    f"{case['baseline_seconds'] * 1000:.1f} ms | {cells} | {sdk_cell} |"
                 )
     gens = results.get("generations")
     if gens and gens.get("skipped"):
