@@ -34,10 +34,10 @@ from opensandbox_core import (
     _reach,
 )
 from opensandbox_core import _session as session_module
-from opensandbox_core._output import WARNED_REBUILT
 from opensandbox_core._execd import ExecdClient, ExecdEndpoint
 from opensandbox_core._framing import EventSplitter, decode_output
 from opensandbox_core._lifecycle import SandboxLifecycle
+from opensandbox_core._output import WARNED_REBUILT
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "execd-recordings"
 VERSIONS = ["v1.0.19", "v1.0.18"]
@@ -343,6 +343,7 @@ def test_invalid_utf8_becomes_one_replacement_per_byte() -> None:
 def _streamed(kind: str, text: str) -> None:
     """An output callback that keeps nothing (a streamed run reads execd's raw files)."""
 
+
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("name", sorted(PRINTF))
 async def test_run_is_byte_exact_from_the_raw_files(
@@ -627,9 +628,7 @@ async def test_cancellation_interrupts_and_cleans_up(
     replay.interrupts.append(interrupt["response"])
     session = attach(replay, monkeypatch)
     await session.start()
-    task = asyncio.create_task(
-        session.run("echo start; sleep 30; echo never", on_output=_streamed)
-    )
+    task = asyncio.create_task(session.run("echo start; sleep 30; echo never", on_output=_streamed))
     await asyncio.sleep(0.05)  # after `init`, before the recorded output at 101 ms
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
