@@ -142,6 +142,9 @@ def integration(session: nox.Session) -> None:
             "switch: name its generation with `-- --profile P` (one of "
             f"{', '.join(PROFILES)}), e.g. --profile 1.0.19 for a real v1.0.19"
         )
+    # A test whose sandboxes pick their own generation runs once, in its profile's run (see
+    # tests/live/conftest.py), instead of once per profile.
+    session.env["OSB_INTEGRATION_PROFILES"] = ",".join(profiles)
     _with_testbed(
         session,
         profiles,

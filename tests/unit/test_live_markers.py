@@ -147,3 +147,32 @@ def test_start_restarts_the_server_when_osb_execd_image_changes(
     monkeypatch.delenv("OSB_EXECD_IMAGE")
     assert _control._execd_image_change({}) is None
     assert "now it is (unset)" in str(_control._execd_image_change({"execd_asked": REAL}))
+
+
+def test_a_multi_profile_integration_run_repeats_no_self_profiled_test(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`nox -s integration` over several profiles: a test whose sandboxes pick their own
+    generation runs in the run of its profile only (1.0.16, which no run has, in the first)."""
+    runs = ["1.0.19", "1.0.18", "1.1"]
+    skip = live.integration_repeat_skip
+    assert [skip(["1.1"], profile=p, profiles_run=runs) is None for p in runs] == [
+        False,
+        False,
+        True,
+    ]
+    assert [skip(["1.0.16"], profile=p, profiles_run=runs) is None for p in runs] == [
+        True,
+        False,
+        False,
+    ]
+    assert [skip(["1.0.19", "1.0.18"], profile=p, profiles_run=runs) is None for p in runs] == [
+        True,
+        True,
+        False,
+    ]
+    assert all(skip([], profile=p, profiles_run=runs) is None for p in runs)
+    assert skip(["1.1"], profile="1.0.19", profiles_run=["1.0.19"]) is None  # one profile: all run
+    assert "1.1 run" in str(skip(["1.1"], profile="1.0.19", profiles_run=runs))
+    monkeypatch.setenv("OSB_INTEGRATION_PROFILES", "1.0.19,1.1")
+    assert live.integration_profiles() == ["1.0.19", "1.1"]
