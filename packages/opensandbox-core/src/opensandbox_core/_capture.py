@@ -6,9 +6,9 @@ sends one JSON event per line, flushed on its own: 65,536 short lines cost secon
 sides, where the same bytes as a file cost milliseconds. When nobody streams the output (no
 callbacks), the core therefore sends a small POSIX shell wrapper:
 
-- the caller's command goes in the environment variable `OSB_CAPTURED_COMMAND` (execd never expands
-  `envs` values) and runs as `bash -c "$OSB_CAPTURED_COMMAND"` (`sh` where execd itself uses `sh`), so
-  it is parsed and run exactly as execd would run it (`$0`, syntax errors, `set -x`, traps,
+- the caller's command goes in the environment variable `OSB_CAPTURED_COMMAND` (execd never
+  expands `envs` values) and runs as `bash -c "$OSB_CAPTURED_COMMAND"` (`sh` where execd itself
+  uses `sh`), so it is parsed and run exactly as execd would run it (`$0`, syntax errors, `set -x`, traps,
   `exit`, `SHLVL` are as without the wrapper), with stdout and stderr redirected to two files in
   execd's temp dir;
 - afterwards the wrapper prints one marker line, `osb-capture:` and which of the two files hold
@@ -18,10 +18,10 @@ callbacks), the core therefore sends a small POSIX shell wrapper:
 
 The caller then downloads only the files that hold bytes (one request each, in parallel), up to
 the output cap. A file the marker says holds bytes but that reads empty is read again and then
-reported as an error: output is never silently empty. Without the marker (the command replaced
-the wrapper's EXIT path, the wrapper was killed by a timeout or an interrupt), both files are
-read; where a file does not exist, execd's own raw output is used. The files are deleted in
-the background with execd's raw files, in one request.
+reported as an error: output is never silently empty. Without the marker (the wrapper itself
+was killed: a timeout, an interrupt, a signal from outside), both files are read for what the
+command printed; where neither exists (capture never started), execd's own raw output is used.
+The files are deleted in the background with execd's raw files, in one request.
 
 Known difference: a command that itself exits with a status of 129 to 159 (other than 141, a
 SIGPIPE, and the stop and ignore signals) is reported as killed by that signal (-1), as if it had
