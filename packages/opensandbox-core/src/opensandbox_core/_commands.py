@@ -14,7 +14,7 @@ import errno
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, Literal, NoReturn, Protocol
 
 import httpx
@@ -94,7 +94,6 @@ class _RunState:
     events: int = 0
     exit_code: int | None = None
     error: str | None = None
-    seen: dict[str, bool] = field(default_factory=lambda: {"stdout": False, "stderr": False})
 
     def done(self) -> bool:
         return self.exit_code is not None or bool(self.error)
@@ -105,7 +104,6 @@ class _RunState:
         if kind == "init":
             self.execution_id = str(event.get("text") or "") or None
         elif kind in ("stdout", "stderr"):
-            self.seen[kind] = True
             piece = rebuild(self.framing, str(event.get("text", "")))
             (self.out if kind == "stdout" else self.err).add(piece)
             if self.on_output is not None:
@@ -132,14 +130,18 @@ class _RunState:
             execution_id=self.execution_id,
             out=self.out,
             err=self.err,
-            seen_stdout=self.seen["stdout"],
-            seen_stderr=self.seen["stderr"],
             capture=self.capture,
             sandbox_id=sandbox_id,
         )
 
     def leftovers(self, ctx: Context) -> list[str]:
         return leftover_files(ctx, self.execution_id, self.capture)
+
+    def discard_leftovers(self, ctx: Context) -> None:
+        """Delete, in the background, every file the command left (nothing to do: no request)."""
+        leftovers = self.leftovers(ctx)
+        if leftovers:
+            ctx.execd.discard_later(leftovers)
 
 
 class Commands:
@@ -263,9 +265,7 @@ class Commands:
                 # v1.0.18 says only this; v1.0.19 adds the stat error ("no such file ...").
                 raise new_path_error(FileNotFoundError, errno.ENOENT, where) from None
             detail = None
-            leftovers = state.leftovers(ctx)
-            if leftovers:
-                ctx.execd.discard_later(leftovers)
+            state.discard_leftovers(ctx)
             if state.events and isinstance(exc, httpx.TransportError):
                 # The stream was cut after execd had accepted the command (HTTP 200, events).
                 stopped = await self.interrupt(ctx.execd, state.execution_id)
@@ -280,9 +280,7 @@ class Commands:
         """The finished command's exit code, or the error its stream ended with."""
         if state.exit_code is not None:
             return state.exit_code
-        leftovers = state.leftovers(ctx)
-        if leftovers:
-            ctx.execd.discard_later(leftovers)
+        state.discard_leftovers(ctx)
         if state.error:
             mapped = path_error(state.error, workdir)
             if mapped is not None:

@@ -204,30 +204,6 @@ class ExecdClient:
                     break
         return bytes(kept[:limit])
 
-    async def take_outputs(
-        self, base: str, *, stdout: bool, stderr: bool, limit: int
-    ) -> tuple[bytes | None, bytes | None]:
-        """Read (the first `limit` bytes of) a finished command's raw `<base>.stdout` and
-        `<base>.stderr` files, only those asked for, then delete both (one request, sent in the
-        background).
-
-        A file that could not be read is None. The deletion is best effort: a failure is logged
-        and the result still returned.
-        """
-
-        async def head(wanted: bool, path: str) -> bytes | None:
-            return await self.read_head(path, limit) if wanted else b""
-
-        paths = [base + ".stdout", base + ".stderr"]
-        try:
-            if stdout and stderr:
-                out, err = await asyncio.gather(head(True, paths[0]), head(True, paths[1]))
-            else:
-                out, err = await head(stdout, paths[0]), await head(stderr, paths[1])
-        finally:
-            self.discard_later(paths)
-        return out, err
-
     def discard_later(self, paths: list[str]) -> None:
         """Delete files in the background, off the caller's path (`aclose` waits for it)."""
         task = asyncio.get_running_loop().create_task(self.discard_files(paths))

@@ -39,8 +39,6 @@ class Collected:
     execution_id: str | None
     out: OutputBuffer
     err: OutputBuffer
-    seen_stdout: bool
-    seen_stderr: bool
     capture: Capture | None
     sandbox_id: str | None
 
