@@ -20,7 +20,7 @@ from deepagents_opensandbox_backend._backend import _timed_out
 from deepagents_opensandbox_backend._mapping import lifetime_seconds
 from opensandbox_core import CommandTimeoutError, SandboxSpec
 from opensandbox_core._config import DEFAULT_LIFETIME
-from opensandbox_core._lifetime import renewal_interval, renewing
+from opensandbox_core._lifecycle._lifetime import renewal_interval, renewing
 from pydantic_ai_opensandbox import OpenSandbox
 from pydantic_ai_opensandbox import OpenSandboxBackend as PydanticBackend
 
@@ -110,7 +110,9 @@ class _FakeSession:
 async def test_renewing_renews_while_the_block_runs_and_stops_after(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("opensandbox_core._lifetime.renewal_interval", lambda lifetime: 0.05)
+    monkeypatch.setattr(
+        "opensandbox_core._lifecycle._lifetime.renewal_interval", lambda lifetime: 0.05
+    )
     session = _FakeSession(60)
     async with renewing(session):  # type: ignore[arg-type]
         await asyncio.sleep(0.28)
@@ -128,7 +130,9 @@ async def test_renewing_renews_while_the_block_runs_and_stops_after(
 async def test_renewing_never_swallows_the_callers_cancellation(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("opensandbox_core._lifetime.renewal_interval", lambda lifetime: 0.05)
+    monkeypatch.setattr(
+        "opensandbox_core._lifecycle._lifetime.renewal_interval", lambda lifetime: 0.05
+    )
     session = _FakeSession(60)
 
     async def long_operation() -> None:

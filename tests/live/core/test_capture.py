@@ -1,4 +1,4 @@
-"""Output capture on line-framed execd (`opensandbox_core._capture`), live.
+"""Output capture on line-framed execd (`opensandbox_core._commands._capture`), live.
 
 Every run without callbacks on 1.0.17-1.0.19 goes through the capture wrapper: these tests pin
 what must not change because of it. The same commands give the same results on a 1.1-style

@@ -249,7 +249,7 @@ async def test_setuid_setgid_and_sticky_bits_are_applied(session: AsyncSandboxSe
 async def test_v1_0_18_file_api_gives_the_same_results(sandbox_image: str) -> None:
     """A sandbox whose execd has v1.0.18's file API (no /directories/list, /files/info follows
     symlinks and has no type, missing paths are 500): every core file operation still works."""
-    from opensandbox_core._filesystem import file_api_cache as _file_api_cache
+    from opensandbox_core._files._filesystem import file_api_cache as _file_api_cache
 
     spec = SandboxSpec(image=sandbox_image, env={"OSB_EXECD_PROFILE": "1.0.18"})
     async with AsyncSandboxSession(spec) as sb:

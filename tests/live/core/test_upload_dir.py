@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from opensandbox_core import AsyncSandboxSession, ConfigurationError, SandboxSession
-from opensandbox_core._upload import SECRET_PATTERNS, STREAM_ABOVE, upload_directory
+from opensandbox_core._files._upload import SECRET_PATTERNS, STREAM_ABOVE, upload_directory
 
 BIG = bytes(range(256)) * ((STREAM_ABOVE + 4096) // 256)  # streamed, not read whole
 

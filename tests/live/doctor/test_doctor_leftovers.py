@@ -24,8 +24,8 @@ from opensandbox_core import (
     destroy_sandbox,
     list_sandboxes,
 )
-from opensandbox_core._admin import LIBRARY_VALUE
 from opensandbox_core._doctor import DoctorOptions, run_doctor
+from opensandbox_core._fleet._admin import LIBRARY_VALUE
 
 
 async def _dead_sandbox(env: dict[str, str], image: str, tag: dict[str, str]) -> str:

@@ -26,7 +26,9 @@ from _drivers import PACKAGES, Driver, open_driver
 from opensandbox_core import OutputLimitError
 
 BASE = "/tmp/special"
-SECONDS = 5.0  # opensandbox_core._files.SPECIAL_READ_SECONDS: a FIFO without a writer ends here
+SECONDS = (
+    5.0  # opensandbox_core._files._fallback.SPECIAL_READ_SECONDS: a FIFO without a writer ends here
+)
 BOUND = SECONDS + 30  # every call returns within this (the read's limit, then slack)
 SETUP = (
     f"mkdir -p {BASE} && cd {BASE} && ln -sfn loop loop && rm -f fifo fed && mkfifo fifo fed"

@@ -21,7 +21,7 @@ from opensandbox_core import (
 )
 from opensandbox_core._errors import is_lost_response as _is_lost_response
 from opensandbox_core._errors import path_error, translate
-from opensandbox_core._filesystem import octal_digits as _octal_digits
+from opensandbox_core._files._filesystem import octal_digits as _octal_digits
 from opensandbox_core._validate import command_text as _command_text
 
 SECRET = "sk-test-very-secret-key-123456"

@@ -18,9 +18,9 @@ from opensandbox_core import (
     SandboxSummary,
     remove_sandboxes,
 )
-from opensandbox_core._admin import LIBRARY_VALUE, idle_time, select_idle
 from opensandbox_core._doctor import DoctorOptions, run_checks
 from opensandbox_core._doctor._registry import CHECKS
+from opensandbox_core._fleet._admin import LIBRARY_VALUE, idle_time, select_idle
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)

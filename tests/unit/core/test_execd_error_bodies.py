@@ -11,7 +11,7 @@ import pytest
 
 from opensandbox_core import SandboxUnavailableError, ServerError
 from opensandbox_core._errors import from_execd_response, parse_error_body
-from opensandbox_core._execd import ExecdClient, ExecdEndpoint, ExecdError
+from opensandbox_core._wire._execd import ExecdClient, ExecdEndpoint, ExecdError
 
 LONG = "/workspace/" + "x" * 700
 

@@ -19,7 +19,7 @@ from opensandbox_core import (
     ProcessStatus,
     SandboxSpec,
 )
-from opensandbox_core._wire import command_body, timeout_ms
+from opensandbox_core._wire._events import command_body, timeout_ms
 from opensandbox_core.testing import FakeOpenSandbox
 
 pytestmark = pytest.mark.filterwarnings("ignore::opensandbox_core.InsecureSandboxWarning")

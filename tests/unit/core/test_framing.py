@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from opensandbox_core._framing import (
+from opensandbox_core._wire._framing import (
     SUPPORTED_EXECD_IMAGE,
     UPGRADE_EXECD,
     Framing,

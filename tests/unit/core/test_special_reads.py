@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 from test_files_offline import VERSIONS, Commands, Offline, _session, recorded, replay
 
-from opensandbox_core import OutputLimitError, _files
+from opensandbox_core import OutputLimitError
+from opensandbox_core._files import _fallback as _files
 
 CANNOT_SEEK = "seeker can't seek"
 

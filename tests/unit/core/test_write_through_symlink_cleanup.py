@@ -13,7 +13,7 @@ import asyncio
 import posixpath
 from typing import Any
 
-from opensandbox_core._transfers import Transfers
+from opensandbox_core._files._transfers import Transfers
 
 
 class _Execd:

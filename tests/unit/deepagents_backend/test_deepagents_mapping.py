@@ -68,8 +68,10 @@ def _core_transfer_code() -> Callable[[BaseException], str]:
 
     import opensandbox_core
 
-    for info in pkgutil.iter_modules(opensandbox_core.__path__):
-        module = importlib.import_module(f"opensandbox_core.{info.name}")
+    for info in pkgutil.walk_packages(opensandbox_core.__path__, "opensandbox_core."):
+        if info.name.endswith("__main__"):
+            continue  # running it would start the doctor's command line
+        module = importlib.import_module(info.name)
         found = getattr(module, "_transfer_error", None)
         if callable(found):
             return cast(Callable[[BaseException], str], found)

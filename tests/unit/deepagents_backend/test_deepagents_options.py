@@ -15,7 +15,7 @@ from deepagents_opensandbox_backend import DEFAULT_IMAGE, OpenSandboxBackend, Th
 from deepagents_opensandbox_backend._mapping import combined_output
 from deepagents_opensandbox_backend._options import AttachOptions, SandboxOptions, ThreadOptions
 from opensandbox_core import ConfigurationError, EgressRule, NetworkPolicy, Volume
-from opensandbox_core._upload import upload_directory
+from opensandbox_core._files._upload import upload_directory
 
 pytestmark = pytest.mark.filterwarnings("ignore::opensandbox_core.InsecureSandboxWarning")
 

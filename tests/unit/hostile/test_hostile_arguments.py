@@ -30,10 +30,10 @@ from opensandbox_core import (
     Framing,
 )
 from opensandbox_core._config import validate_env
-from opensandbox_core._execd import ExecdEndpoint
-from opensandbox_core._lifecycle import Ready as _Ready
+from opensandbox_core._lifecycle._sandbox import Ready as _Ready
 from opensandbox_core._validate import command_text as _command_text
 from opensandbox_core._validate import timeout as _check_timeout
+from opensandbox_core._wire._execd import ExecdEndpoint
 from pydantic_ai_opensandbox._backend import _check_timeout as pydantic_check_timeout
 from pydantic_ai_opensandbox._backend import _command_line, check_env
 

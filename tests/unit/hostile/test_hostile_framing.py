@@ -21,7 +21,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from opensandbox_core._framing import (
+from opensandbox_core._wire._framing import (
     PROBE_COMMAND,
     EventSplitter,
     Framing,

@@ -11,8 +11,7 @@ The connection comes from `OPEN_SANDBOX_DOMAIN` and `OPEN_SANDBOX_API_KEY` unles
 given. See `docs/core.md` for the guide.
 """
 
-from ._admin import SandboxSummary, destroy_sandbox, list_sandboxes, remove_sandboxes
-from ._background import BackgroundProcess, OutputChunk, ProcessStatus
+from ._commands._background import BackgroundProcess, OutputChunk, ProcessStatus
 from ._config import Connection, SandboxSpec
 from ._create import EgressRule, NetworkPolicy, Volume
 from ._errors import (
@@ -26,10 +25,10 @@ from ._errors import (
     ServerError,
     UnsupportedDaemonError,
 )
-from ._framing import Framing, decode_output
-from ._pool import SandboxPool
-from ._session import DEFAULT, LIBRARY_KEY, OWNER_KEY, AsyncSandboxSession, OutputCallback
-from ._snapshots import (
+from ._files._upload import SECRET_PATTERNS, DirectoryUpload, UploadOptions, upload_directory
+from ._fleet._admin import SandboxSummary, destroy_sandbox, list_sandboxes, remove_sandboxes
+from ._fleet._pool import SandboxPool
+from ._fleet._snapshots import (
     SnapshotRef,
     SnapshotsUnsupportedError,
     delete_snapshot,
@@ -38,9 +37,10 @@ from ._snapshots import (
     restore_snapshot,
     snapshot_sandbox,
 )
+from ._session import DEFAULT, LIBRARY_KEY, OWNER_KEY, AsyncSandboxSession, OutputCallback
 from ._sync import BlockingBackgroundProcess, SandboxSession, run_blocking
 from ._types import CommandResult, FileInfo, TransferResult
-from ._upload import SECRET_PATTERNS, DirectoryUpload, UploadOptions, upload_directory
+from ._wire._framing import Framing, decode_output
 
 __version__ = "0.2.0"
 

@@ -31,9 +31,10 @@ import posixpath
 from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Unpack
 
-from . import _background, _validate
-from ._background import start_background
-from ._commands import Commands, OutputCallback
+from . import _validate
+from ._commands import _background
+from ._commands._background import start_background
+from ._commands._run import Commands, OutputCallback
 from ._config import Connection, SandboxSpec, validate_env
 from ._defaults import (
     CHUNK_SIZE,
@@ -43,16 +44,16 @@ from ._defaults import (
     WORKING_DIR,
 )
 from ._errors import ConfigurationError
-from ._filesystem import FileSystem
-from ._framing import Framing
-from ._lifecycle import SandboxLifecycle
-from ._startup import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY
-from ._transfers import Transfers
+from ._files._filesystem import FileSystem
+from ._files._transfers import Transfers
+from ._files._upload import DirectoryUpload, UploadOptions, upload_directory
+from ._lifecycle._sandbox import SandboxLifecycle
+from ._lifecycle._startup import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY
 from ._types import CommandResult, FileInfo, TransferResult
-from ._upload import DirectoryUpload, UploadOptions, upload_directory
+from ._wire._framing import Framing
 
 if TYPE_CHECKING:
-    from ._background import BackgroundProcess
+    from ._commands._background import BackgroundProcess
 
 __all__ = [
     "DEFAULT",
@@ -231,7 +232,7 @@ class AsyncSandboxSession:
 
     def background(self, execution_id: str) -> BackgroundProcess:
         """A handle on a background process started earlier (by this or another session)."""
-        from ._background import BackgroundProcess
+        from ._commands._background import BackgroundProcess
 
         return BackgroundProcess(self, execution_id)
 

@@ -19,12 +19,12 @@ from collections.abc import AsyncIterable, AsyncIterator, Coroutine, Iterator, M
 from typing import Any, TypeVar, Unpack
 
 from . import _defaults
-from ._background import DEFAULT_MAX_CHUNK, BackgroundProcess, OutputChunk, ProcessStatus
+from ._commands._background import DEFAULT_MAX_CHUNK, BackgroundProcess, OutputChunk, ProcessStatus
 from ._config import Connection, SandboxSpec
-from ._framing import Framing
+from ._files._upload import DirectoryUpload, UploadOptions
 from ._session import DEFAULT, AsyncSandboxSession, OutputCallback, _Default
 from ._types import CommandResult, FileInfo, TransferResult
-from ._upload import DirectoryUpload, UploadOptions
+from ._wire._framing import Framing
 
 __all__ = ["BlockingBackgroundProcess", "SandboxSession", "run_blocking"]
 

@@ -20,8 +20,8 @@ import httpx
 
 from opensandbox_core import _errors
 from opensandbox_core._config import Connection
-from opensandbox_core._framing import Framing
 from opensandbox_core._session import AsyncSandboxSession
+from opensandbox_core._wire._framing import Framing
 
 __all__ = [
     "API_KEY_HEADER",
@@ -250,7 +250,7 @@ class DoctorContext:
                 await self._client.aclose()
 
     async def remove_own_sandboxes(self) -> None:
-        from opensandbox_core._admin import destroy_sandbox, list_sandboxes
+        from opensandbox_core._fleet._admin import destroy_sandbox, list_sandboxes
 
         with contextlib.suppress(Exception):
             for summary in await list_sandboxes(self.connection, metadata={DOCTOR_KEY: self.token}):

@@ -12,8 +12,13 @@ from __future__ import annotations
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
-from opensandbox_core._admin import SandboxSummary, destroy_sandbox, list_sandboxes, select_idle
 from opensandbox_core._errors import OpenSandboxError
+from opensandbox_core._fleet._admin import (
+    SandboxSummary,
+    destroy_sandbox,
+    list_sandboxes,
+    select_idle,
+)
 from opensandbox_core._session import OWNER_KEY
 
 from ._context import DoctorContext, Outcome, format_age

@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Final
 
 from opensandbox_core._errors import AuthenticationError, OpenSandboxError, UnsupportedDaemonError
-from opensandbox_core._framing import SUPPORTED_EXECD_IMAGE, Framing, describe
+from opensandbox_core._wire._framing import SUPPORTED_EXECD_IMAGE, Framing, describe
 
 from ._context import DOCTOR_KEY, Outcome, SandboxOutcome
 from ._diagnose import DOMAIN_FIX, error_chain_text

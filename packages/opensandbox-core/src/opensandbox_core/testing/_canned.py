@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from opensandbox_core._framing import PROBE_COMMAND, PROBE_OUTPUT
+from opensandbox_core._wire._framing import PROBE_COMMAND, PROBE_OUTPUT
 
 from ._model import _TMP, _TMP_MARK, FakeCommand, FakeOutcome
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from opensandbox_core._framing import decode_output
+from opensandbox_core._wire._framing import decode_output
 
 from ._model import FakeSandbox
 

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import httpx
 
-from opensandbox_core._capture import CAPTURE_ENV, MARKER, paths_of
+from opensandbox_core._commands._capture import CAPTURE_ENV, MARKER, paths_of
 from opensandbox_core._config import Connection
 
 from . import _routes

@@ -16,10 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from opensandbox_core._errors import ServerError
+from opensandbox_core._wire._events import Context
+from opensandbox_core._wire._framing import Framing, OutputBuffer, decode_output, whole_characters
+
 from ._capture import Capture, parse_marker
-from ._errors import ServerError
-from ._framing import Framing, OutputBuffer, decode_output, whole_characters
-from ._wire import Context
 
 __all__ = ["COMMAND_ID", "Collected", "collect", "exact", "leftover_files"]
 

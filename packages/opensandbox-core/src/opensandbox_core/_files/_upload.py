@@ -33,10 +33,10 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypedDict
 
-from ._errors import ConfigurationError
+from opensandbox_core._errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from ._session import AsyncSandboxSession
+    from opensandbox_core._session import AsyncSandboxSession
 
 __all__ = ["SECRET_PATTERNS", "DirectoryUpload", "UploadOptions", "upload_directory"]
 

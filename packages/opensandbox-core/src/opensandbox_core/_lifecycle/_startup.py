@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
-from . import _errors
-from ._config import SandboxSpec
-from ._create import create_arguments
-from ._errors import ServerError
+from opensandbox_core import _errors
+from opensandbox_core._config import SandboxSpec
+from opensandbox_core._create import create_arguments
+from opensandbox_core._errors import ServerError
 
 if TYPE_CHECKING:
     from opensandbox.services.sandbox import Sandboxes

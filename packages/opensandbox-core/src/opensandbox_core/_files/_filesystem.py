@@ -16,11 +16,12 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final, Protocol
 
-from . import _files
-from ._commands import Commands, Lifecycle, Runner
-from ._errors import ConfigurationError, ServerError, new_path_error, path_error
-from ._execd import ExecdClient, ExecdError
-from ._types import CommandResult, FileInfo, FileKind
+from opensandbox_core._commands._run import Commands, Lifecycle, Runner
+from opensandbox_core._errors import ConfigurationError, ServerError, new_path_error, path_error
+from opensandbox_core._types import CommandResult, FileInfo, FileKind
+from opensandbox_core._wire._execd import ExecdClient, ExecdError
+
+from . import _fallback
 
 __all__ = ["FileLink", "FileSystem", "file_api_cache"]
 
@@ -28,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 _DIR_MODE: Final = 0o755
 
-file_api_cache: dict[tuple[str, str], _files.FileApi] = {}
+file_api_cache: dict[tuple[str, str], _fallback.FileApi] = {}
 """What each sandbox's execd file API offers, keyed by (domain, sandbox id): process-wide."""
 
 
@@ -98,7 +99,7 @@ class FileSystem:
         `mkdir -p` of the parent would). A path without `..` is returned as `_resolve` gives it.
         """
         target = self.resolve(path)
-        split = _files.dotdot_split(target)
+        split = _fallback.dotdot_split(target)
         if split is None:
             return target
         head, tail = split
@@ -108,7 +109,7 @@ class FileSystem:
             argv = ["realpath", "-z", "-e", "--", head]
         result = await self._commands.file_command(argv, timeout=60)
         if result.exit_code != 0 or not result.stdout.endswith("\0"):
-            text = _files.error_text(result.stderr)
+            text = _fallback.error_text(result.stderr)
             raise path_error(text, target) or OSError(
                 errno.EINVAL, text or "could not resolve '..' in the path", target
             )
@@ -119,7 +120,7 @@ class FileSystem:
         """The execd client of this event loop, the sandbox started first."""
         return (await self._life.context()).execd
 
-    async def _file_api(self, execd: ExecdClient) -> _files.FileApi:
+    async def _file_api(self, execd: ExecdClient) -> _fallback.FileApi:
         """What this sandbox's execd file API offers; asked once per sandbox (info of `/`)."""
         assert self._life.sandbox_id is not None
         key = (self._life.domain, self._life.sandbox_id)
@@ -129,7 +130,7 @@ class FileSystem:
                 data = await execd.info(["/"])
             except Exception as exc:
                 await self._life.fail(exc, "inspect the sandbox's file API", execd=execd)
-            api = _files.FileApi.from_root_info(data)
+            api = _fallback.FileApi.from_root_info(data)
             if not api.lstat_info:
                 logger.info(
                     "Sandbox %s: execd has the file API of v1.0.18 or older; paths are inspected "
@@ -147,7 +148,7 @@ class FileSystem:
         `follow`: (is_dir, is_file) with symlinks followed.
         """
         api = await self._file_api(execd)
-        if not api.lstat_info or not _files.literal(path):
+        if not api.lstat_info or not _fallback.literal(path):
             return await self._lstat_by_command(path)
         try:
             data = await execd.info([path])
@@ -165,9 +166,9 @@ class FileSystem:
         return info if isinstance(info, dict) else None
 
     async def _lstat_by_command(self, path: str) -> dict[str, Any] | None:
-        result = await self._commands.file_command(_files.stat_argv(path), timeout=60)
+        result = await self._commands.file_command(_fallback.stat_argv(path), timeout=60)
         if result.exit_code != 0:
-            text = _files.error_text(result.stderr)
+            text = _fallback.error_text(result.stderr)
             mapped = path_error(text, path)
             if isinstance(mapped, FileNotFoundError):
                 return None
@@ -180,14 +181,14 @@ class FileSystem:
             )
         return records[0].info(path)
 
-    def _records(self, result: CommandResult, path: str) -> list[_files.Record]:
+    def _records(self, result: CommandResult, path: str) -> list[_fallback.Record]:
         if result.truncated:
             raise ServerError(
                 f"Could not list {path!r} in sandbox {self._life.sandbox_id}: the listing is over "
-                f"{_files.LISTING_LIMIT} bytes."
+                f"{_fallback.LISTING_LIMIT} bytes."
             )
         try:
-            return _files.parse_records(result.stdout)
+            return _fallback.parse_records(result.stdout)
         except ValueError as exc:
             raise ServerError(
                 f"Could not inspect {path!r} in sandbox {self._life.sandbox_id}: unexpected output "
@@ -202,7 +203,7 @@ class FileSystem:
             ["realpath", "-z", "-m", "--", target], timeout=60
         )
         if result.exit_code != 0 or not result.stdout.endswith("\0"):
-            text = _files.error_text(result.stderr)
+            text = _fallback.error_text(result.stderr)
             raise path_error(text, target) or OSError(
                 errno.EINVAL, text or "realpath failed", target
             )
@@ -279,7 +280,7 @@ class FileSystem:
         entries under the name given), from `/directories/list` where it can answer, else from
         one command."""
         api = await self._file_api(execd)
-        if api.has_list and _files.literal(target):
+        if api.has_list and _fallback.literal(target):
             try:
                 return await self._list_settled(execd, target)
             except ExecdError as exc:
@@ -310,10 +311,10 @@ class FileSystem:
 
     async def _entries_by_command(self, target: str) -> list[dict[str, Any]]:
         result = await self._commands.file_command(
-            _files.list_argv(target), timeout=300, max_output=_files.LISTING_LIMIT
+            _fallback.list_argv(target), timeout=300, max_output=_fallback.LISTING_LIMIT
         )
         if result.exit_code != 0:
-            text = _files.error_text(result.stderr)
+            text = _fallback.error_text(result.stderr)
             raise path_error(text, target) or OSError(
                 errno.EIO, text or "could not list the directory", target
             )
@@ -345,8 +346,8 @@ class FileSystem:
             parent = posixpath.dirname(target.rstrip("/")) or "/"
             if await self.lstat(execd, parent) is None:
                 raise new_path_error(FileNotFoundError, errno.ENOENT, parent)
-        if not _files.literal(target):
-            argv = _files.mkdir_argv(target, parents=parents, mode=_DIR_MODE)
+        if not _fallback.literal(target):
+            argv = _fallback.mkdir_argv(target, parents=parents, mode=_DIR_MODE)
             await self.command_or_raise(argv, target)
             return
         try:
@@ -358,7 +359,7 @@ class FileSystem:
         """Run a file command; a failure is raised as the path error its message names."""
         result = await self._commands.file_command(argv, timeout=300)
         if result.exit_code != 0:
-            text = _files.error_text(result.stderr)
+            text = _fallback.error_text(result.stderr)
             raise path_error(text, path) or OSError(errno.EIO, text or f"{argv[0]} failed", path)
         return result
 
@@ -394,8 +395,8 @@ class FileSystem:
         if info is None:
             raise new_path_error(FileNotFoundError, errno.ENOENT, target)
         kind = kind_of(info.get("type"))
-        if not _files.literal(target):
-            argv = _files.remove_argv(target, directory=kind == "directory", recursive=recursive)
+        if not _fallback.literal(target):
+            argv = _fallback.remove_argv(target, directory=kind == "directory", recursive=recursive)
             await self.command_or_raise(argv, target)
             return
         try:

@@ -23,7 +23,8 @@ from urllib.parse import quote
 
 import httpx
 
-from . import _errors
+from opensandbox_core import _errors
+
 from ._framing import EventSplitter
 
 logger = logging.getLogger(__name__)

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
-from . import _errors
-from ._defaults import LIFETIME as DEFAULT_LIFETIME
-from ._errors import SandboxUnavailableError
+from opensandbox_core import _errors
+from opensandbox_core._defaults import LIFETIME as DEFAULT_LIFETIME
+from opensandbox_core._errors import SandboxUnavailableError
 
 if TYPE_CHECKING:
     from opensandbox.services.sandbox import Sandboxes

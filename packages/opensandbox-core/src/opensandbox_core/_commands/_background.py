@@ -32,12 +32,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._errors import CommandTimeoutError, ConfigurationError, ServerError
-from ._execd import ExecdError
+from opensandbox_core._errors import CommandTimeoutError, ConfigurationError, ServerError
+from opensandbox_core._wire._execd import ExecdError
 
 if TYPE_CHECKING:
-    from ._commands import Lifecycle
-    from ._session import AsyncSandboxSession
+    from opensandbox_core._session import AsyncSandboxSession
+
+    from ._run import Lifecycle
 
 __all__ = ["BackgroundProcess", "OutputChunk", "ProcessStatus"]
 

@@ -19,15 +19,17 @@ from typing import Any, Final, Literal, NoReturn, Protocol
 
 import httpx
 
-from . import _files, _validate
+from opensandbox_core import _validate
+from opensandbox_core._errors import CommandTimeoutError, ServerError, new_path_error, path_error
+from opensandbox_core._files import _fallback
+from opensandbox_core._lifecycle._lifetime import renewing
+from opensandbox_core._types import CommandResult
+from opensandbox_core._wire._events import STALL_TIMEOUT, Context, command_body, read_events
+from opensandbox_core._wire._execd import ExecdClient, ExecdError
+from opensandbox_core._wire._framing import Framing, OutputBuffer, rebuild
+
 from ._capture import CAPTURE_ENV, Capture
-from ._errors import CommandTimeoutError, ServerError, new_path_error, path_error
-from ._execd import ExecdClient, ExecdError
-from ._framing import Framing, OutputBuffer, rebuild
-from ._lifetime import renewing
 from ._output import COMMAND_ID, Collected, collect, leftover_files
-from ._types import CommandResult
-from ._wire import STALL_TIMEOUT, Context, command_body, read_events
 
 __all__ = ["COMMAND_ID", "Commands", "Lifecycle", "OutputCallback", "Runner"]
 
@@ -369,20 +371,20 @@ class Commands:
         NotADirectoryError). Used by `run` and `start_background`.
         """
         text = _validate.command_text(command)
-        if _files.cwd_is_literal(workdir):
+        if _fallback.cwd_is_literal(workdir):
             return text, workdir
         ctx = ctx or await self._life.context()
         if workdir != ctx.working_dir:  # the working dir was entered by the probe
             check = ["find", "-H", workdir, "-maxdepth", "0", "-printf", "%y"]
             result = await self.file_command(check, timeout=60, cwd="/")
             if result.exit_code != 0:
-                text_error = _files.error_text(result.stderr)
+                text_error = _fallback.error_text(result.stderr)
                 raise path_error(text_error, workdir) or OSError(
                     errno.EIO, text_error or "could not inspect the directory", workdir
                 )
             if result.stdout != "d":
                 raise new_path_error(NotADirectoryError, errno.ENOTDIR, workdir)
-        return _files.with_cwd(text, workdir), "/"
+        return _fallback.with_cwd(text, workdir), "/"
 
     async def background_body(
         self,

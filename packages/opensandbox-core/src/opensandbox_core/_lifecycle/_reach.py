@@ -19,13 +19,24 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import httpx
 
-from . import _errors
-from ._errors import ConfigurationError, SandboxUnavailableError, UnsupportedDaemonError
-from ._execd import EXECD_PORT, ExecdClient, ExecdEndpoint, ExecdError
-from ._filesystem import file_api_cache
-from ._framing import PROBE_COMMAND, PROBE_OUTPUT, UPGRADE_EXECD, Framing, classify_probe, rebuild
-from ._output import COMMAND_ID
-from ._wire import command_body, read_events
+from opensandbox_core import _errors
+from opensandbox_core._commands._output import COMMAND_ID
+from opensandbox_core._errors import (
+    ConfigurationError,
+    SandboxUnavailableError,
+    UnsupportedDaemonError,
+)
+from opensandbox_core._files._filesystem import file_api_cache
+from opensandbox_core._wire._events import command_body, read_events
+from opensandbox_core._wire._execd import EXECD_PORT, ExecdClient, ExecdEndpoint, ExecdError
+from opensandbox_core._wire._framing import (
+    PROBE_COMMAND,
+    PROBE_OUTPUT,
+    UPGRADE_EXECD,
+    Framing,
+    classify_probe,
+    rebuild,
+)
 
 if TYPE_CHECKING:
     from opensandbox.config import ConnectionConfig

@@ -17,9 +17,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from ._config import Connection, SandboxSpec
-from ._errors import ConfigurationError, SandboxUnavailableError
-from ._session import AsyncSandboxSession
+from opensandbox_core._config import Connection, SandboxSpec
+from opensandbox_core._errors import ConfigurationError, SandboxUnavailableError
+from opensandbox_core._session import AsyncSandboxSession
 
 __all__ = ["SandboxPool"]
 

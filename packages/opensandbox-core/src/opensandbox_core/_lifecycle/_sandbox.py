@@ -26,15 +26,22 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
-from . import _errors, _pausing, _reach, _validate
-from ._config import Connection, SandboxSpec
-from ._defaults import READY_TIMEOUT
-from ._errors import SandboxUnavailableError, ServerError, new_path_error, path_error
-from ._execd import ExecdClient, ExecdEndpoint, ExecdError
-from ._framing import Framing
+from opensandbox_core import _errors, _validate
+from opensandbox_core._config import Connection, SandboxSpec
+from opensandbox_core._defaults import READY_TIMEOUT
+from opensandbox_core._errors import (
+    SandboxUnavailableError,
+    ServerError,
+    new_path_error,
+    path_error,
+)
+from opensandbox_core._wire._events import Context
+from opensandbox_core._wire._execd import ExecdClient, ExecdEndpoint, ExecdError
+from opensandbox_core._wire._framing import Framing
+
+from . import _pausing, _reach
 from ._lifetime import Renewal, renew_if_due
 from ._startup import Creator
-from ._wire import Context
 
 if TYPE_CHECKING:
     from opensandbox.config import ConnectionConfig

@@ -17,10 +17,10 @@ import posixpath
 from collections.abc import AsyncGenerator, AsyncIterable, Mapping, Sequence
 from typing import Any, Final
 
-from . import _errors, _files
-from ._commands import Runner
-from ._defaults import CHUNK_SIZE
-from ._errors import (
+from opensandbox_core import _errors
+from opensandbox_core._commands._run import Runner
+from opensandbox_core._defaults import CHUNK_SIZE
+from opensandbox_core._errors import (
     ConfigurationError,
     OutputLimitError,
     SandboxUnavailableError,
@@ -28,9 +28,11 @@ from ._errors import (
     new_path_error,
     path_error,
 )
-from ._execd import ExecdClient, ExecdError
+from opensandbox_core._types import TransferResult
+from opensandbox_core._wire._execd import ExecdClient, ExecdError
+
+from . import _fallback
 from ._filesystem import FileLink, FileSystem, kind_of, mode_from_digits, octal_digits
-from ._types import TransferResult
 
 __all__ = ["Transfers"]
 
@@ -78,7 +80,7 @@ class Transfers:
             size = -1
         if kind == "directory":
             raise new_path_error(IsADirectoryError, errno.EISDIR, target)
-        if kind == "other" or _files.read_by_command(target):
+        if kind == "other" or _fallback.read_by_command(target):
             # A FIFO, socket or device, or a /proc or /sys entry: read like `cat`, bounded.
             for chunk in _chunks(await self._read_special(target, max_size), chunk_size):
                 yield chunk
@@ -88,10 +90,10 @@ class Transfers:
                 f"{target} is {size} bytes, over the limit of {max_size} bytes.", limit=max_size
             )
         source, alias = target, None
-        if not _files.download_safe(target):
+        if not _fallback.download_safe(target):
             # execd would rewrite the name ($) or the server's proxy would refuse the download
             # (a control character in Content-Disposition): read through a plain symlink.
-            alias = _files.alias_path()
+            alias = _fallback.alias_path()
             await self._fs.command_or_raise(["ln", "-s", "--", target, alias], target)
             source = alias
         total = 0
@@ -128,7 +130,7 @@ class Transfers:
         `cat` would: at most `max_size` bytes (else OutputLimitError, as for any file) and at
         most `SPECIAL_READ_LIMIT` (else EFBIG: a device such as /dev/zero has no end), within
         `SPECIAL_READ_SECONDS` (else TimeoutError: a FIFO without a writer)."""
-        limit = _files.SPECIAL_READ_LIMIT
+        limit = _fallback.SPECIAL_READ_LIMIT
         capped = max_size is not None and max_size <= limit
         cap = max_size if max_size is not None and capped else limit
         data = await self._special_bytes(target, skip=0, count=cap + 1)
@@ -147,7 +149,7 @@ class Transfers:
     async def _special_part(self, target: str, offset: int, length: int) -> bytes:
         """`read_range` of a file that execd cannot serve: up to `length` bytes from `offset`
         (fewer only at its end), at most `SPECIAL_READ_LIMIT` of them (else EFBIG)."""
-        limit = _files.SPECIAL_READ_LIMIT
+        limit = _fallback.SPECIAL_READ_LIMIT
         if length <= limit:
             return await self._special_bytes(target, skip=offset, count=length)
         data = await self._special_bytes(target, skip=offset, count=limit + 1)
@@ -162,14 +164,14 @@ class Transfers:
 
     async def _special_bytes(self, target: str, *, skip: int, count: int) -> bytes:
         """Up to `count` bytes of `target` after its first `skip`, read by one bounded command."""
-        seconds = _files.SPECIAL_READ_SECONDS
+        seconds = _fallback.SPECIAL_READ_SECONDS
         result = await self._fs.file_command(
-            _files.special_read_argv(target, skip=skip, count=count, seconds=seconds),
+            _fallback.special_read_argv(target, skip=skip, count=count, seconds=seconds),
             timeout=seconds + 30,
-            max_output=_files.base64_length(count) + 1024,
+            max_output=_fallback.base64_length(count) + 1024,
         )
         try:
-            data, status, text = _files.parse_special_read(result.stdout, result.stderr)
+            data, status, text = _fallback.parse_special_read(result.stdout, result.stderr)
         except ValueError as exc:
             raise ServerError(
                 f"Could not read {target!r} in sandbox {self._life.sandbox_id}: {exc}."
@@ -182,7 +184,7 @@ class Transfers:
                 target,
             )
         if status != 0:
-            code = _files.special_errno(text)
+            code = _fallback.special_errno(text)
             raise path_error(text, target) or OSError(
                 code if code is not None else errno.EIO, text or "could not read the file", target
             )
@@ -325,11 +327,11 @@ class Transfers:
         and for an overwrite the old file's owner, group and (without `mode`) whole mode, are
         applied by the command that renames the file into place.
         """
-        if mode is not None and _files.special_bits(mode):
+        if mode is not None and _fallback.special_bits(mode):
             chmod: str | None = format(mode, "o")
         else:
             chmod = "=" if exists and mode is None else None
-        plain = _files.literal(target)
+        plain = _fallback.literal(target)
         parent = None if plain else posixpath.dirname(target)
         try:
             if exists or chmod is not None or not plain:
@@ -356,7 +358,7 @@ class Transfers:
         """Rename a written temporary file over its target atomically (execd's own move refuses
         an existing target), creating `parent` and applying owner and `mode` first (`_files`)."""
         await self._fs.command_or_raise(
-            _files.finish_argv(temp, target, parent=parent, mode=mode), target
+            _fallback.finish_argv(temp, target, parent=parent, mode=mode), target
         )
 
     async def _discard(self, execd: ExecdClient, temp: str) -> None:
@@ -409,7 +411,7 @@ class Transfers:
                 raise ConfigurationError(f"{name} must be a non-negative int, got {value!r}.")
         execd = await self._fs.execd()
         target = self._fs.resolve(path)
-        if not _files.download_safe(target) or _files.dotdot_split(target) is not None:
+        if not _fallback.download_safe(target) or _fallback.dotdot_split(target) is not None:
             kept = bytearray()
             seen = 0
             async for chunk in self.iter_bytes(target):
@@ -419,7 +421,7 @@ class Transfers:
                 if len(kept) >= length:
                     break
             return bytes(kept)
-        if _files.read_by_command(target):
+        if _fallback.read_by_command(target):
             return await self._special_range(execd, target, offset, length)
         fetch = asyncio.ensure_future(execd.download_range(target, offset, length))
         try:
@@ -475,12 +477,12 @@ class Transfers:
             raise ConfigurationError("old must be a non-empty string and new a string.")
         execd = await self._fs.execd()
         target = self._fs.resolve(path)
-        if not _files.literal(target) or _files.dotdot_split(target) is not None:
+        if not _fallback.literal(target) or _fallback.dotdot_split(target) is not None:
             raise ConfigurationError(
                 f"path {target!r} would be rewritten by execd ($, ~ or ..); edit it with a "
                 "command instead."
             )
-        if _files.read_by_command(target):
+        if _fallback.read_by_command(target):
             raise OSError(
                 errno.EINVAL,
                 "Not a regular file: a /proc or /sys entry cannot be edited in place (write it "
@@ -491,7 +493,7 @@ class Transfers:
             await execd.replace(target, old, new)
         except Exception as exc:
             if isinstance(exc, ExecdError) and exc.from_execd:
-                code = _files.special_errno(exc.message)
+                code = _fallback.special_errno(exc.message)
                 if path_error(exc.message, target) is None and code is not None:
                     raise OSError(code, os.strerror(code), target) from None
             await self._life.fail(exc, "replace text in a file", execd=execd, path=target)
@@ -511,7 +513,7 @@ def _cannot_seek(exc: BaseException) -> bool:
     return (
         isinstance(exc, ExecdError)
         and exc.status == 500
-        and _files.CANNOT_SEEK in exc.message.lower()
+        and _fallback.CANNOT_SEEK in exc.message.lower()
     )
 
 
@@ -524,8 +526,8 @@ def _temp_for(target: str) -> str:
     rewrite ($) is written under a `$`-free name in its deepest `$`-free ancestor, then renamed
     by a command (which takes the name literally)."""
     directory, name = posixpath.split(target)
-    plain = _files.literal(target)
-    return _files.temp_name(directory if plain else _files.literal_anchor(target), name)
+    plain = _fallback.literal(target)
+    return _fallback.temp_name(directory if plain else _fallback.literal_anchor(target), name)
 
 
 def _check_replaceable(target: str, info: Mapping[str, Any] | None) -> None:

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from . import _errors
-from ._config import Connection, validate_env
-from ._errors import ConfigurationError, SandboxUnavailableError, ServerError
-from ._session import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY, AsyncSandboxSession
+from opensandbox_core import _errors
+from opensandbox_core._config import Connection, validate_env
+from opensandbox_core._errors import ConfigurationError, SandboxUnavailableError, ServerError
+from opensandbox_core._session import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY, AsyncSandboxSession
 
 __all__ = [
     "SnapshotRef",

@@ -13,13 +13,15 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
-from . import _errors, _reach
-from ._errors import SandboxUnavailableError
+from opensandbox_core import _errors
+from opensandbox_core._errors import SandboxUnavailableError
+
+from . import _reach
 
 if TYPE_CHECKING:
     from opensandbox.services.sandbox import Sandboxes
 
-    from ._execd import ExecdClient
+    from opensandbox_core._wire._execd import ExecdClient
 
 __all__ = ["request", "state", "wait_for_daemon"]
 

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Final, Literal
 
-from . import _errors
-from ._config import Connection
-from ._errors import ConfigurationError
-from ._session import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY
+from opensandbox_core import _errors
+from opensandbox_core._config import Connection
+from opensandbox_core._errors import ConfigurationError
+from opensandbox_core._session import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY
 
 if TYPE_CHECKING:
     from opensandbox.models.sandboxes import SandboxInfo

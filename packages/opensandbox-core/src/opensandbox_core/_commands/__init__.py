@@ -1,0 +1,1 @@
+"""The commands facet: foreground runs with exact output, capture, and background processes."""

@@ -1,0 +1,1 @@
+"""The files facet: paths and metadata, content transfers, and directory uploads."""

@@ -1,0 +1,1 @@
+"""Beyond one session: listing and removing sandboxes, snapshots, and the pool."""
