@@ -17,9 +17,8 @@ from deepagents.backends.sandbox import BaseSandbox
 
 from deepagents_opensandbox_backend import OpenSandboxBackend
 from deepagents_opensandbox_backend._glob import native_glob
-from deepagents_opensandbox_backend._paging import page_cache
 from deepagents_opensandbox_backend._plain import plain_output
-from deepagents_opensandbox_backend._tools import native_edit, native_ls
+from deepagents_opensandbox_backend._tools import LsSupport, native_edit, native_ls
 from opensandbox_core import run_blocking
 
 ROOT = "/workspace/native-tools"
@@ -293,16 +292,16 @@ def test_the_native_paths_answer_without_the_scripts(tools_backend: OpenSandboxB
     edited = run_blocking(native_edit(session, path, "beta", "gamma", replace_all=False))
     assert edited is not None and edited.occurrences == 1
     assert run_blocking(session.read_bytes(path)) == b"alpha gamma\n"
-    listed = run_blocking(native_ls(session, f"{ROOT}/native"))
+    listed = run_blocking(native_ls(session, f"{ROOT}/native", LsSupport()))
     assert listed is not None and listed.entries == [{"path": path, "is_dir": False}]
-    hostile = run_blocking(native_ls(session, f"{ROOT}/dir"))
+    hostile = run_blocking(native_ls(session, f"{ROOT}/dir", LsSupport()))
     assert hostile is not None and hostile.entries is not None
     assert {*HOSTILE_NAMES, NON_UTF8_NAME} <= {e["path"][len(ROOT) + 5 :] for e in hostile.entries}
     big = f"{ROOT}/native/big.txt"
     run_blocking(session.write_bytes(big, _text(2 * MIB, b"\n")))
     page = tools_backend.read(big, 100, 10)
     assert page.start_line == 101
-    assert page_cache(session).get(big) is not None  # paged by Range reads, not the script
+    assert tools_backend._pages.get(big) is not None  # paged by Range reads, not the script
 
 
 GLOB_CASES: list[tuple[str, str | None]] = [

@@ -42,7 +42,7 @@ class PageFiles:
         self.downloads += 1
         data = self.files[path]
         if len(data) > max_size:
-            raise OutputLimitError(f"{path} is over {max_size} bytes.")
+            raise OutputLimitError(f"{path} is over {max_size} bytes.", limit=max_size)
         return data
 
     async def read_range(self, path: str, offset: int, length: int) -> bytes:

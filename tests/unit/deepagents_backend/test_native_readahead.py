@@ -14,12 +14,8 @@ from typing import Any, cast
 
 from _page_files import PageFiles, lines
 
-from deepagents_opensandbox_backend._paging import (
-    READAHEAD_MAX,
-    WINDOW_BUDGET,
-    PageCache,
-    paged_read,
-)
+from deepagents_opensandbox_backend._page_index import READAHEAD_MAX, WINDOW_BUDGET, PageCache
+from deepagents_opensandbox_backend._paging import paged_read
 from deepagents_opensandbox_backend._read import render_page
 from opensandbox_core import AsyncSandboxSession
 

@@ -15,7 +15,8 @@ from _local_sandbox import LocalSandbox
 from deepagents.backends.protocol import ReadResult
 from deepagents.backends.sandbox import BaseSandbox
 
-from deepagents_opensandbox_backend._paging import PAGED_ABOVE, LineIndex, read_page
+from deepagents_opensandbox_backend._page_index import LineIndex
+from deepagents_opensandbox_backend._paging import PAGED_ABOVE, read_page
 
 MIB = 1024 * 1024
 
@@ -147,11 +148,13 @@ def test_checkpoints_stay_bounded() -> None:
 
 
 def _outcome(layout: object, buf: bytes, eof: bool, offset: int, limit: int) -> object:
-    from deepagents_opensandbox_backend import _paging
+    from deepagents_opensandbox_backend import _page_layout
 
     try:
-        render, consumed, resume, next_line = getattr(_paging, str(layout))(buf, eof, offset, limit)
-    except _paging._NeedMore:
+        render, consumed, resume, next_line = getattr(_page_layout, str(layout))(
+            buf, eof, offset, limit
+        )
+    except _page_layout.NeedMore:
         return "more"
     return render("/f.txt"), consumed, resume, next_line
 
@@ -169,6 +172,6 @@ def test_bulk_layout_decides_like_the_line_by_line_one(seed: int) -> None:
     for eof in (True, False):
         window = buf if eof else buf[:cut]
         for limit in (1, 2, 7, 2000):
-            assert _outcome("_layout_lf", window, eof, 3, limit) == _outcome(
-                "_layout_any", window, eof, 3, limit
+            assert _outcome("layout_lf", window, eof, 3, limit) == _outcome(
+                "layout_any", window, eof, 3, limit
             ), (eof, limit)

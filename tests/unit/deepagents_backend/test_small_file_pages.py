@@ -11,12 +11,8 @@ from typing import Any, cast
 
 from _page_files import PageFiles, lines
 
-from deepagents_opensandbox_backend._paging import (
-    PAGED_ABOVE,
-    PageCache,
-    keep_whole,
-    paged_read,
-)
+from deepagents_opensandbox_backend._page_index import PageCache
+from deepagents_opensandbox_backend._paging import PAGED_ABOVE, keep_whole, paged_read
 from deepagents_opensandbox_backend._read import render_page
 from opensandbox_core import AsyncSandboxSession
 

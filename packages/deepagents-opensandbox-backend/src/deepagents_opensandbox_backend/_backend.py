@@ -105,7 +105,7 @@ class OpenSandboxBackend(NativeFiles):
                 "session must be an opensandbox_core.AsyncSandboxSession; use "
                 "OpenSandboxBackend.create() or OpenSandboxBackend.connect() to build one."
             )
-        self._session = session
+        super().__init__(session)
         self._stderr_prefix = stderr_prefix
         self._creator = OwnedCreate(session)
 

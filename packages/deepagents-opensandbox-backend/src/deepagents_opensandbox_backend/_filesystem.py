@@ -40,11 +40,12 @@ from deepagents.backends.sandbox import BaseSandbox
 from opensandbox_core import AsyncSandboxSession, OutputLimitError, run_blocking
 
 from ._glob import native_glob
-from ._mapping import check_transfer_path, transfer_error
-from ._paging import PAGED_ABOVE, keep_whole, page_cache, paged_read
+from ._mapping import SCRIPT_ERRORS, check_transfer_path, transfer_error
+from ._page_index import PageCache
+from ._paging import PAGED_ABOVE, keep_whole, paged_read
 from ._plain import plain_output
-from ._read import READ_ERRORS, read_error, render_page, text_named
-from ._tools import is_utf8, native_edit, native_ls
+from ._read import read_error, render_page, text_named
+from ._tools import LsSupport, is_utf8, native_edit, native_ls
 
 __all__ = ["NativeFiles"]
 
@@ -52,9 +53,18 @@ T = TypeVar("T")
 
 
 class NativeFiles(BaseSandbox):
-    """BaseSandbox's file operations on `self._session` (the backend's core session)."""
+    """BaseSandbox's file operations on `self._session` (the backend's core session).
 
-    _session: AsyncSandboxSession
+    What the operations learn about the sandbox is kept here, per backend (so per session),
+    never process-wide: `_pages`, the line indexes and read-ahead windows of recently paged
+    files (each checked against the file's version on every page, bounded by `_page_index.py`),
+    and `_ls`, whether the sandbox's `ls` can list natively. Both are made empty here: no I/O.
+    """
+
+    def __init__(self, session: AsyncSandboxSession) -> None:
+        self._session = session
+        self._pages = PageCache()
+        self._ls = LsSupport()
 
     @staticmethod
     def _run(coro: Coroutine[Any, Any, T]) -> T:
@@ -128,7 +138,7 @@ class NativeFiles(BaseSandbox):
 
     async def als(self, path: str) -> LsResult:
         """`ls()` on the caller's event loop."""
-        result = await native_ls(self._session, path)
+        result = await native_ls(self._session, path, self._ls)
         if result is not None:
             return result
         return await BaseSandbox.als(self, path)
@@ -201,14 +211,14 @@ class NativeFiles(BaseSandbox):
             # Media and document types (a table that moves between releases) and degenerate
             # windows (answered differently by different releases): BaseSandbox's own read.
             return await BaseSandbox.aread(self, file_path, offset, limit)
-        cache = page_cache(self._session)
+        cache = self._pages
         if cache.get(file_path) is None:
             try:
                 raw = await self._session.read_bytes(file_path, max_size=PAGED_ABOVE)
             except OutputLimitError:
                 pass  # over 1 MiB: paged by Range reads below
             except OSError as exc:
-                code = READ_ERRORS.get(exc.errno or 0)
+                code = SCRIPT_ERRORS.get(exc.errno or 0)
                 if code is not None:
                     return read_error(file_path, code)
                 return await BaseSandbox.aread(self, file_path, offset, limit)

@@ -36,7 +36,7 @@ from deepagents.backends.protocol import FileInfo, GlobResult
 
 from opensandbox_core import AsyncSandboxSession
 
-from ._tools import is_utf8
+from ._tools import C_LOCALE, is_utf8, path_error
 
 __all__ = ["GLOB_WALK", "SHARED_CONTRACT", "native_glob"]
 
@@ -73,13 +73,6 @@ exit "$status"
 """The walk (one `find`): the root's real path, `f<path>`/`l<path>` records, `=`, then the
 real paths of the `l` records, in the same order; NUL-separated, printed as one base64 line
 (plain ASCII, so the core returns it from the line events: `plain_lines=True`)."""
-
-_CD_ERRORS: Final = {
-    "No such file or directory": "path_not_found",
-    "Not a directory": "not_a_directory",
-    "Permission denied": "permission_denied",
-}
-_C_LOCALE: Final = {"LC_ALL": "C"}
 
 
 def _records(stdout: str) -> list[str] | None:
@@ -122,15 +115,14 @@ async def native_glob(
         return None
     started = time.monotonic()
     result = await session.run(
-        ["bash", "-c", GLOB_WALK, "glob", search_path], env=_C_LOCALE, plain_lines=True
+        ["bash", "-c", GLOB_WALK, "glob", search_path], env=C_LOCALE, plain_lines=True
     )
     if result.truncated or time.monotonic() - started > TIME_BUDGET * 0.8:
         return None
     if result.exit_code == 3:
-        message = result.stderr.strip()
-        for text, code in _CD_ERRORS.items():
-            if message.endswith(text):
-                return GlobResult(matches=None, error=f"Path '{search_path}': {code}")
+        code = path_error(result.stderr.strip())
+        if code is not None:
+            return GlobResult(matches=None, error=f"Path '{search_path}': {code}")
         return None
     if result.exit_code != 0:
         return None  # walk errors: BaseSandbox words them

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import errno
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Final
 
 from deepagents.backends.protocol import (
@@ -27,6 +28,7 @@ from opensandbox_core import validation as _validate
 
 __all__ = [
     "CODE_INTERPRETER_ENTRYPOINTS",
+    "SCRIPT_ERRORS",
     "TRANSFER_ERRORS",
     "check_transfer_path",
     "combined_output",
@@ -38,39 +40,56 @@ __all__ = [
 
 # -- file transfer outcomes ------------------------------------------------------------------
 
-TRANSFER_ERRORS: Final[dict[str, FileOperationError | None]] = {
-    # opensandbox-core's TransferResult.error  ->  Deep Agents' FileOperationError
-    "file_not_found": FILE_NOT_FOUND,
-    "permission_denied": PERMISSION_DENIED,
-    "is_directory": IS_DIRECTORY,
-    "invalid_path": INVALID_PATH,
-    # A parent of the path is a regular file: the path cannot name anything. Deep Agents' own
-    # FilesystemBackend reports NotADirectoryError as invalid_path too.
-    "not_a_directory": INVALID_PATH,
-    # Not about the file: the sandbox is gone, or the server failed. These raise (None).
-    "unavailable": None,
-    "error": None,
-}
+TRANSFER_ERRORS: Final[Mapping[str, FileOperationError | None]] = MappingProxyType(
+    {
+        # opensandbox-core's TransferResult.error  ->  Deep Agents' FileOperationError
+        "file_not_found": FILE_NOT_FOUND,
+        "permission_denied": PERMISSION_DENIED,
+        "is_directory": IS_DIRECTORY,
+        "invalid_path": INVALID_PATH,
+        # A parent of the path is a regular file: the path cannot name anything. Deep Agents' own
+        # FilesystemBackend reports NotADirectoryError as invalid_path too.
+        "not_a_directory": INVALID_PATH,
+        # Not about the file: the sandbox is gone, or the server failed. These raise (None).
+        "unavailable": None,
+        "error": None,
+    }
+)
 """How each per-file outcome of the core's batch transfer is reported to Deep Agents.
 
 `None` means "not a per-file condition": the exception is raised instead, exactly like Deep
 Agents' `FilesystemBackend` re-raises what it cannot classify.
 """
 
-_ERRNO_ERRORS: Final[dict[int, FileOperationError]] = {
-    # Path-level failures the core reports as a plain OSError (`error == "error"`).
-    errno.ELOOP: INVALID_PATH,
-    errno.ENAMETOOLONG: INVALID_PATH,
-    errno.EINVAL: INVALID_PATH,  # e.g. a FIFO or device where a regular file is expected
-    errno.EEXIST: INVALID_PATH,
-    errno.EROFS: PERMISSION_DENIED,
-    # A special file the core read like `cat` and could not give whole: a FIFO without a
-    # writer (ETIMEDOUT), a device without an end (EFBIG), /proc/self/mem (EIO), a socket (ENXIO).
-    errno.ETIMEDOUT: INVALID_PATH,
-    errno.EFBIG: INVALID_PATH,
-    errno.EIO: INVALID_PATH,
-    errno.ENXIO: INVALID_PATH,
-}
+_ERRNO_ERRORS: Final[Mapping[int, FileOperationError]] = MappingProxyType(
+    {
+        # Path-level failures the core reports as a plain OSError (`error == "error"`).
+        errno.ELOOP: INVALID_PATH,
+        errno.ENAMETOOLONG: INVALID_PATH,
+        errno.EINVAL: INVALID_PATH,  # e.g. a FIFO or device where a regular file is expected
+        errno.EEXIST: INVALID_PATH,
+        errno.EROFS: PERMISSION_DENIED,
+        # A special file the core read like `cat` and could not give whole: a FIFO without a
+        # writer (ETIMEDOUT), a device without an end (EFBIG), /proc/self/mem (EIO), a socket (ENXIO).
+        errno.ETIMEDOUT: INVALID_PATH,
+        errno.EFBIG: INVALID_PATH,
+        errno.EIO: INVALID_PATH,
+        errno.ENXIO: INVALID_PATH,
+    }
+)
+
+
+SCRIPT_ERRORS: Final[Mapping[int, str]] = MappingProxyType(
+    {
+        # errno of the core's OSError  ->  the error code BaseSandbox's read and edit scripts
+        # print for the same file (both scripts use the same codes).
+        errno.ENOENT: "file_not_found",
+        errno.EACCES: "permission_denied",
+        errno.EPERM: "permission_denied",
+        errno.EISDIR: "not_a_file",
+        errno.EINVAL: "not_a_file",  # FIFO, socket or device: the core refuses to read it
+    }
+)
 
 
 def check_transfer_path(path: object) -> FileOperationError | None:
@@ -101,7 +120,7 @@ def transfer_error(result: TransferResult) -> FileOperationError | None:
     if code is not None:
         return code
     exc = result.exception
-    if isinstance(exc, OSError) and exc.errno in _ERRNO_ERRORS:
+    if isinstance(exc, OSError) and exc.errno is not None and exc.errno in _ERRNO_ERRORS:
         return _ERRNO_ERRORS[exc.errno]
     if exc is not None:
         raise exc
@@ -143,12 +162,14 @@ def combined_output(stdout: str, stderr: str, stderr_prefix: str | None) -> str:
 
 CODE_INTERPRETER_REPOSITORY: Final = "opensandbox/code-interpreter"
 
-CODE_INTERPRETER_ENTRYPOINTS: Final[dict[str, tuple[str, ...]]] = {
-    # The entrypoint script moved between releases of the code-interpreter image.
-    "v1.0.1": ("/opt/opensandbox/code-interpreter.sh",),
-    "v1.0.2": ("/opt/opensandbox/code-interpreter.sh",),
-    "v1.1.0": ("/opt/code-interpreter/code-interpreter.sh",),
-}
+CODE_INTERPRETER_ENTRYPOINTS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
+    {
+        # The entrypoint script moved between releases of the code-interpreter image.
+        "v1.0.1": ("/opt/opensandbox/code-interpreter.sh",),
+        "v1.0.2": ("/opt/opensandbox/code-interpreter.sh",),
+        "v1.1.0": ("/opt/code-interpreter/code-interpreter.sh",),
+    }
+)
 
 _PROBING_ENTRYPOINT: Final[tuple[str, ...]] = (
     "/bin/sh",

@@ -18,7 +18,6 @@ sandbox, on the installed deepagents release.
 from __future__ import annotations
 
 import base64
-import errno
 import posixpath
 import re
 from typing import Final
@@ -31,10 +30,12 @@ __all__ = [
     "EMPTY_FILE_REMINDER",
     "MAX_LINE_COUNT_BYTES",
     "PREFIX_BYTES",
-    "READ_ERRORS",
+    "as_base64",
+    "past_the_end",
     "read_error",
     "render_page",
     "text_named",
+    "text_page",
     "valid_utf8",
 ]
 
@@ -45,15 +46,6 @@ PREFIX_BYTES: Final = 8192
 EMPTY_FILE_REMINDER: Final = "System reminder: File exists but has empty contents"
 EFFECTIVE_LIMIT: Final = MAX_OUTPUT_BYTES - len(TRUNCATION_MSG.encode("utf-8"))
 """Content bytes a page holds before it is cut and `TRUNCATION_MSG` appended."""
-
-READ_ERRORS: Final[dict[int, str]] = {
-    # errno of the core's OSError  ->  the read error code for the same file.
-    errno.ENOENT: "file_not_found",
-    errno.EACCES: "permission_denied",
-    errno.EPERM: "permission_denied",
-    errno.EISDIR: "not_a_file",
-    errno.EINVAL: "not_a_file",  # FIFO, socket or device: the core refuses to read it
-}
 
 TEXT_SUFFIXES: Final = frozenset(
     [
@@ -134,6 +126,25 @@ def read_error(file_path: str, code: str) -> ReadResult:
     return ReadResult(error=f"File '{file_path}': {code}")
 
 
+def past_the_end(file_path: str, offset: int, lines: int) -> ReadResult:
+    """The script's answer to a page that starts after the file's last line."""
+    return read_error(file_path, f"Line offset {offset} exceeds file length ({lines} lines)")
+
+
+def text_page(content: str, offset: int, end_line: int, total_lines: int | None) -> ReadResult:
+    """A page of text from the 0-indexed line `offset` to the 1-indexed `end_line`;
+    `total_lines` where the file's line count is known. `next_offset` is `end_line` unless the
+    page is known to end the file."""
+    ends_file = total_lines is not None and end_line >= total_lines
+    return ReadResult(
+        file_data=FileData(content=content, encoding="utf-8"),
+        total_lines=total_lines,
+        start_line=offset + 1,
+        end_line=end_line,
+        next_offset=None if ends_file else end_line,
+    )
+
+
 def as_base64(raw: bytes) -> ReadResult:
     return ReadResult(
         file_data=FileData(content=base64.b64encode(raw).decode("ascii"), encoding="base64")
@@ -158,9 +169,7 @@ def render_page(raw: bytes, file_path: str, offset: int, limit: int) -> ReadResu
     if lines[-1] == "":
         lines.pop()
     if offset >= len(lines):
-        return read_error(
-            file_path, f"Line offset {offset} exceeds file length ({len(lines)} lines)"
-        )
+        return past_the_end(file_path, offset, len(lines))
     page = lines[offset : offset + limit]
     content = "\n".join(page)
     encoded = content.encode("utf-8")
@@ -180,10 +189,4 @@ def render_page(raw: bytes, file_path: str, offset: int, limit: int) -> ReadResu
     end_line = offset + shown
     at_end = end_line >= len(lines)
     total = len(lines) if at_end or len(raw) <= MAX_LINE_COUNT_BYTES else None
-    return ReadResult(
-        file_data=FileData(content=content, encoding="utf-8"),
-        total_lines=total,
-        start_line=offset + 1,
-        end_line=end_line,
-        next_offset=None if at_end and total is not None else end_line,
-    )
+    return text_page(content, offset, end_line, total)

@@ -41,18 +41,24 @@ Between the download and the replace the file could change; the script has the s
 
 from __future__ import annotations
 
-import errno
 import posixpath
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Final
 
 from deepagents.backends.protocol import EditResult, FileInfo, LsResult
 
 from opensandbox_core import AsyncSandboxSession, OutputLimitError
 
+from ._mapping import SCRIPT_ERRORS
+
 __all__ = [
+    "C_LOCALE",
     "EDIT_READ_LIMIT",
-    "LS_ERRORS",
+    "PATH_ERRORS",
+    "LsSupport",
     "choose_replacement",
     "edit_error",
     "is_utf8",
@@ -60,21 +66,34 @@ __all__ = [
     "native_edit",
     "native_ls",
     "parse_ls",
+    "path_error",
     "unescape_name",
 ]
 
 EDIT_READ_LIMIT: Final = 8 * 1024 * 1024
 """Larger files are edited by BaseSandbox's script, in the sandbox, not downloaded."""
 
-LS_ERRORS: Final[dict[str, str]] = {
-    # strerror that GNU ls prints (C locale)  ->  the read script's error code
-    "No such file or directory": "path_not_found",
-    "Not a directory": "not_a_directory",
-    "Permission denied": "permission_denied",
-}
+PATH_ERRORS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        # strerror that GNU `ls` and bash's `cd` print (C locale)  ->  the error code
+        # BaseSandbox's ls and glob scripts give for the path
+        "No such file or directory": "path_not_found",
+        "Not a directory": "not_a_directory",
+        "Permission denied": "permission_denied",
+    }
+)
 UNSUPPORTED: Final = "unrecognized option"
 """What an `ls` without `--quoting-style` says (busybox)."""
-_C_LOCALE: Final = {"LC_ALL": "C"}
+C_LOCALE: Final[Mapping[str, str]] = MappingProxyType({"LC_ALL": "C"})
+"""The environment of the commands whose messages are matched (`PATH_ERRORS`)."""
+
+
+def path_error(message: str) -> str | None:
+    """The scripts' error code for a command's message that ends with a `PATH_ERRORS` text."""
+    for text, code in PATH_ERRORS.items():
+        if message.endswith(text):
+            return code
+    return None
 
 
 def ls_argv(path: str) -> list[str]:
@@ -82,17 +101,19 @@ def ls_argv(path: str) -> list[str]:
 
 
 _ESCAPE: Final = re.compile(rb"\\([0-7]{3}|.)", re.DOTALL)
-_ESCAPED: Final[dict[bytes, bytes]] = {
-    b"a": b"\a",
-    b"b": b"\b",
-    b"f": b"\f",
-    b"n": b"\n",
-    b"r": b"\r",
-    b"t": b"\t",
-    b"v": b"\v",
-    b"\\": b"\\",
-    b" ": b" ",
-}
+_ESCAPED: Final[Mapping[bytes, bytes]] = MappingProxyType(
+    {
+        b"a": b"\a",
+        b"b": b"\b",
+        b"f": b"\f",
+        b"n": b"\n",
+        b"r": b"\r",
+        b"t": b"\t",
+        b"v": b"\v",
+        b"\\": b"\\",
+        b" ": b" ",
+    }
+)
 
 
 class _UnknownEscape(ValueError):
@@ -128,10 +149,9 @@ def parse_ls(path: str, exit_code: int | None, stdout: str, stderr: str) -> LsRe
     if exit_code != 0:
         if UNSUPPORTED in stderr or "invalid option" in stderr:
             return None
-        message = stderr.strip()
-        for text, code in LS_ERRORS.items():
-            if message.endswith(text):
-                return LsResult(entries=None, error=f"Path '{path}': {code}")
+        code = path_error(stderr.strip())
+        if code is not None:
+            return LsResult(entries=None, error=f"Path '{path}': {code}")
         if stdout:
             return None  # a listing and an error: let the script decide
         return LsResult(entries=[])  # the script's traceback goes to /dev/null: no entries
@@ -152,25 +172,31 @@ def parse_ls(path: str, exit_code: int | None, stdout: str, stderr: str) -> LsRe
     return LsResult(entries=entries)
 
 
-_no_quoting: set[str] = set()
-"""Sandboxes whose `ls` has no `--quoting-style` (asked once each)."""
+@dataclass
+class LsSupport:
+    """What one sandbox's `ls` can do, learnt from its answers; held by that sandbox's backend
+    (so it lives and dies with it) and passed to `native_ls`."""
+
+    quoting_style: bool = True
+    """False once its `ls` said it has no `--quoting-style` (busybox): listings then go
+    straight to BaseSandbox's script, without asking `ls` again."""
 
 
-async def native_ls(session: AsyncSandboxSession, path: str) -> LsResult | None:
+async def native_ls(session: AsyncSandboxSession, path: str, support: LsSupport) -> LsResult | None:
     """The listing BaseSandbox's `ls` returns, from one argv command; None where only the
     script can answer (the caller runs it)."""
     if not isinstance(path, str) or "\0" in path or not is_utf8(path):
         return None  # BaseSandbox's script decides (a path it cannot encode raises there)
     if not path:
         return LsResult(entries=None, error=f"Path '{path}': path_not_found")
-    if session.id in _no_quoting:
+    if not support.quoting_style:
         return None
-    result = await session.run(ls_argv(path), env=_C_LOCALE, plain_lines=True)
+    result = await session.run(ls_argv(path), env=C_LOCALE, plain_lines=True)
     if result.truncated:
         return None
     parsed = parse_ls(path, result.exit_code, result.stdout, result.stderr)
-    if parsed is None and UNSUPPORTED in result.stderr and session.id is not None:
-        _no_quoting.add(session.id)
+    if parsed is None and UNSUPPORTED in result.stderr:
+        support.quoting_style = False
     return parsed
 
 
@@ -224,13 +250,7 @@ def _editable(file_path: object, old: str, new: str) -> bool:
         return False
     if "$" in file_path or ".." in file_path.split("/"):
         return False
-    try:
-        file_path.encode("utf-8")
-        old.encode("utf-8")
-        new.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    return is_utf8(file_path) and is_utf8(old) and is_utf8(new)
 
 
 async def native_edit(
@@ -245,7 +265,7 @@ async def native_edit(
     except OutputLimitError:
         return None
     except OSError as exc:
-        code = _EDIT_ERRNO.get(exc.errno or 0)
+        code = SCRIPT_ERRORS.get(exc.errno or 0)
         return edit_error(code, file_path, old) if code is not None else None
     try:
         text = raw.decode("utf-8")
@@ -258,18 +278,8 @@ async def native_edit(
     try:
         await session.replace_text(file_path, matched_old, matched_new)
     except OSError as exc:
-        code = _EDIT_ERRNO.get(exc.errno or 0)
+        code = SCRIPT_ERRORS.get(exc.errno or 0)
         if code is None:
             raise
         return edit_error(code, file_path, old)
     return EditResult(path=file_path, occurrences=count)
-
-
-_EDIT_ERRNO: Final[dict[int, str]] = {
-    # errno of the core's OSError  ->  what the edit script prints for the same file.
-    errno.ENOENT: "file_not_found",
-    errno.EACCES: "permission_denied",
-    errno.EPERM: "permission_denied",
-    errno.EISDIR: "not_a_file",
-    errno.EINVAL: "not_a_file",  # FIFO, socket or device: the core refuses to read it
-}

@@ -1,0 +1,108 @@
+"""Where the Deep Agents adapter keeps what it learns: on the backend, never process-wide.
+
+What a backend learns about its sandbox (the line indexes of paged files, whether `ls` can list
+natively) lives on that backend and dies with it; no module of the adapter holds mutable state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib
+import pkgutil
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from _page_files import PageFiles, lines
+
+import deepagents_opensandbox_backend
+from deepagents_opensandbox_backend import OpenSandboxBackend
+from deepagents_opensandbox_backend._tools import LsSupport, native_ls
+from opensandbox_core import AsyncSandboxSession, CommandResult, Connection, SandboxSpec
+
+MIB = 1024 * 1024
+
+PACKAGE = deepagents_opensandbox_backend.__name__
+_MUTABLE = (
+    dict,
+    list,
+    set,
+    bytearray,
+    weakref.WeakKeyDictionary,
+    weakref.WeakValueDictionary,
+    weakref.WeakSet,
+)
+
+
+def _holds_state(value: object) -> bool:
+    if isinstance(value, _MUTABLE):
+        return True
+    # A cache the adapter defines (deepagents' own cached glob compiler is deepagents' state).
+    return isinstance(value, functools._lru_cache_wrapper) and value.__module__.startswith(PACKAGE)
+
+
+def test_no_module_of_the_adapter_holds_mutable_state() -> None:
+    """Issue 21: no process-wide mutable state. A cache that must be process-wide would be
+    listed here by name, with what it keys on documented where it is defined."""
+    held = []
+    for info in pkgutil.iter_modules(deepagents_opensandbox_backend.__path__):
+        module = importlib.import_module(f"{PACKAGE}.{info.name}")
+        for name, value in vars(module).items():
+            if not name.startswith("__") and _holds_state(value):
+                held.append(f"{info.name}.{name}: {type(value).__name__}")
+    assert held == []
+
+
+class _BusyboxLs:
+    """A session whose `ls` has no `--quoting-style`, counting the commands run."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self.id = "sandbox-1"
+
+    async def run(
+        self, command: Sequence[str], *, env: Mapping[str, str], plain_lines: bool
+    ) -> CommandResult:
+        self.runs += 1
+        return CommandResult(
+            exit_code=1, stdout="", stderr="ls: unrecognized option: quoting-style=escape\n"
+        )
+
+
+def test_an_ls_without_quoting_style_is_asked_once_per_backend() -> None:
+    session: Any = _BusyboxLs()
+    support = LsSupport()
+
+    async def listings() -> list[object]:
+        return [await native_ls(session, "/d", support) for _ in range(3)]
+
+    assert asyncio.run(listings()) == [None, None, None]  # the script lists it
+    assert session.runs == 1 and support.quoting_style is False
+    # Another backend (its own LsSupport) on the same sandbox id asks for itself.
+    assert asyncio.run(native_ls(session, "/d", LsSupport())) is None
+    assert session.runs == 2
+
+
+def _backend(files: PageFiles) -> OpenSandboxBackend:
+    connection = Connection(domain="127.0.0.1:9", api_key="sk-unit")  # any request would fail
+    session = AsyncSandboxSession(SandboxSpec(image="python:3.13-slim"), connection=connection)
+    for name in ("stat", "read_bytes", "read_range"):
+        setattr(session, name, getattr(files, name))
+    return OpenSandboxBackend(session)
+
+
+def test_each_backend_keeps_its_own_page_indexes() -> None:
+    files = PageFiles({"/big.txt": lines(40_000)})  # about 2.4 MiB: paged by Range reads
+    first, second = _backend(files), _backend(files)
+    assert first._pages is not second._pages
+    page = asyncio.run(first.aread("/big.txt", 0, 100))
+    assert page.start_line == 1 and page.end_line == 100
+    assert first._pages.get("/big.txt") is not None
+    assert second._pages.get("/big.txt") is None
+    downloads = files.downloads
+    asyncio.run(first.aread("/big.txt", 100, 100))
+    assert files.downloads == downloads  # the backend's index answered: no whole-file try
+    asyncio.run(second.aread("/big.txt", 100, 100))
+    assert files.downloads == downloads + 1  # the other backend had no index of its own
+    assert second._pages.get("/big.txt") is not None
