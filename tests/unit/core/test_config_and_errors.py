@@ -20,7 +20,7 @@ from opensandbox_core import (
     ServerError,
 )
 from opensandbox_core._errors import is_lost_response as _is_lost_response
-from opensandbox_core._errors import path_error, translate
+from opensandbox_core._errors import path_error
 from opensandbox_core._files._filesystem import octal_digits as _octal_digits
 from opensandbox_core._validate import command_text as _command_text
 
@@ -122,32 +122,6 @@ def test_error_tree_matches_builtins() -> None:
         assert issubclass(cls, opensandbox_core.OpenSandboxError)
 
 
-def test_translate_sdk_not_found_is_unavailable() -> None:
-    exc = SandboxApiException("Sandbox gone", status_code=404)
-    with pytest.raises(SandboxUnavailableError) as info:
-        translate(exc, action="run", sandbox_id="abc")
-    assert info.value.sandbox_id == "abc"
-    assert info.value.__cause__ is exc
-
-
-def test_translate_auth_failure_names_the_fix_without_the_key() -> None:
-    exc = SandboxApiException(f"denied for key {SECRET}", status_code=401)
-    with pytest.raises(opensandbox_core.AuthenticationError) as info:
-        translate(exc, action="create a sandbox")
-    assert "OPEN_SANDBOX_API_KEY" in str(info.value)
-    assert SECRET not in str(info.value)
-
-
-def test_translate_transport_errors_are_retryable() -> None:
-    with pytest.raises(ServerError) as info:
-        translate(httpx.ConnectError("refused"), action="list sandboxes")
-    assert info.value.retryable
-    with pytest.raises(ServerError) as info2:
-        translate(SandboxApiException("busy", status_code=503), action="x")
-    assert info2.value.retryable
-    assert info2.value.status_code == 503
-
-
 @pytest.mark.parametrize(
     ("text", "cls"),
     [
@@ -208,9 +182,9 @@ def test_a_trailing_slash_in_the_domain_is_dropped(monkeypatch: pytest.MonkeyPat
 
 
 def test_an_html_page_is_named_not_pasted() -> None:
-    from opensandbox_core._errors import _body_message
+    from opensandbox_core._failures import body_message
 
     page = "<!DOCTYPE html><html><body>" + "x" * 5000 + "</body></html>"
-    message = _body_message(httpx.Response(404, text=page))
+    message = body_message(httpx.Response(404, text=page))
     assert "HTML page" in message and "domain" in message
     assert "<html" not in message and len(message) < 200

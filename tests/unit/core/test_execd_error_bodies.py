@@ -1,69 +1,204 @@
-"""execd error answers are parsed once (`_errors.parse_error_body`) and translated once
-(`_errors.from_execd_response`), whether they reach the caller through `ExecdClient` or not."""
+"""execd's error answers as a session's caller sees them: parsed once by the wire client and
+translated once (`_errors.from_foreign`, through the lifecycle's `fail`).
+
+Every test drives the public API (`AsyncSandboxSession` on `opensandbox_core.testing`'s fake)
+and arms one execd route with the answer under test, so the production path runs end to end:
+`ExecdClient` raises `ExecdError`, the facet hands it to `fail`, which asks the server whether
+the sandbox is gone only when the answer alone cannot tell (counted here as `GET` requests of
+the sandbox), and raises the project's error.
+"""
 
 from __future__ import annotations
 
-import asyncio
+import errno
 import json
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 
-from opensandbox_core import SandboxUnavailableError, ServerError
-from opensandbox_core._errors import from_execd_response, parse_error_body
-from opensandbox_core._wire._execd import ExecdClient, ExecdEndpoint, ExecdError
+from opensandbox_core import (
+    AsyncSandboxSession,
+    AuthenticationError,
+    Connection,
+    SandboxSpec,
+    SandboxUnavailableError,
+    ServerError,
+)
+from opensandbox_core.testing import FakeOpenSandbox
 
 LONG = "/workspace/" + "x" * 700
+FILE = "/workspace/a.txt"
 
 
-def _client(status: int, body: bytes) -> ExecdClient:
-    def answer(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(status, content=body)
+class Armed:
+    """The fake's transport, where an armed execd route gets the armed answer once."""
 
-    endpoint = ExecdEndpoint(base_url="http://execd.test", headers={})
-    return ExecdClient(endpoint, transport=httpx.MockTransport(answer), request_timeout=5)
+    def __init__(self, fake: FakeOpenSandbox) -> None:
+        self.fake = fake
+        self._armed: dict[tuple[str, str], httpx.Response] = {}
+        self.transport = httpx.MockTransport(self._handle)
 
+    def arm(self, method: str, path: str, status: int, body: bytes | dict[str, object]) -> None:
+        content = json.dumps(body).encode() if isinstance(body, dict) else body
+        self._armed[(method, path)] = httpx.Response(status, content=content)
 
-def _raised(status: int, body: bytes) -> ExecdError:
-    async def call() -> ExecdError:
-        client = _client(status, body)
-        try:
-            with pytest.raises(ExecdError) as caught:
-                await client.info(["/x"])
-        finally:
-            await client.aclose()
-        return caught.value
-
-    return asyncio.run(call())
-
-
-def test_the_client_parses_bodies_like_the_boundary() -> None:
-    body = json.dumps({"code": "RUNTIME_ERROR", "message": f"lstat {LONG}: file name too long"})
-    exc = _raised(500, body.encode())
-    code, message, from_execd = parse_error_body(body.encode(), limit=None)
-    assert (exc.status, exc.code, exc.message, exc.from_execd) == (500, code, message, from_execd)
-    assert exc.from_execd and exc.message.endswith("file name too long")  # kept whole
-    assert len(parse_error_body(body.encode())[1]) == 500  # shown cut, as before
+    async def _handle(self, request: httpx.Request) -> httpx.Response:
+        if request.url.host.startswith("execd-"):
+            answer = self._armed.pop((request.method, request.url.path), None)
+            if answer is not None:
+                return answer
+        return await self.fake.transport.handle_async_request(request)
 
 
-def test_proxy_and_plain_bodies() -> None:
-    proxy = json.dumps({"detail": {"code": "SANDBOX::NOT_FOUND", "message": "no sandbox"}})
-    exc = _raised(404, proxy.encode())
-    assert (exc.code, exc.message, exc.from_execd) == ("SANDBOX::NOT_FOUND", "no sandbox", False)
-    html = _raised(502, b"<html><body>bad gateway</body></html>")
-    assert not html.from_execd and "HTML page" in html.message
+@pytest.fixture
+def fake() -> FakeOpenSandbox:
+    return FakeOpenSandbox()
 
 
-def test_project_error_is_the_boundary_translation() -> None:
-    body = json.dumps({"code": "INVALID_REQUEST", "message": "bad path"}).encode()
-    exc = _raised(400, body)
-    mapped = exc.project_error(operation="list a directory", address=None, sandbox_id="sb-1")
-    same = from_execd_response(
-        400, body, operation="list a directory", address=None, sandbox_id="sb-1"
+@pytest.fixture
+def armed(fake: FakeOpenSandbox) -> Armed:
+    return Armed(fake)
+
+
+@pytest.fixture
+async def sb(fake: FakeOpenSandbox, armed: Armed) -> AsyncIterator[AsyncSandboxSession]:
+    connection = Connection(domain=fake.domain, api_key=fake.api_key, transport=armed.transport)
+    async with AsyncSandboxSession(SandboxSpec(image="img"), connection=connection) as session:
+        await session.write_bytes(FILE, b"hi")  # started, and the file API learnt
+        yield session
+
+
+def probes(fake: FakeOpenSandbox) -> int:
+    """How many times the sandbox was looked up on the server (the gone probe does it once)."""
+    return fake.count("get")
+
+
+async def test_execd_refusing_the_request_is_a_server_error_without_a_probe(
+    fake: FakeOpenSandbox, armed: Armed, sb: AsyncSandboxSession
+) -> None:
+    armed.arm("GET", "/files/info", 400, {"code": "INVALID_REQUEST", "message": "bad path"})
+    before = probes(fake)
+    with pytest.raises(ServerError) as caught:
+        await sb.stat(FILE)
+    assert str(caught.value) == f"Could not inspect a path in sandbox {sb.id}: bad path"
+    assert caught.value.status_code == 400 and not caught.value.retryable
+    assert caught.value.__cause__ is None  # execd's answer is the whole story
+    assert probes(fake) == before
+
+
+async def test_a_command_execd_refuses_names_the_command(
+    fake: FakeOpenSandbox, armed: Armed, sb: AsyncSandboxSession
+) -> None:
+    armed.arm("POST", "/command", 400, {"code": "INVALID_REQUEST", "message": "bad body"})
+    with pytest.raises(ServerError, match=rf"^Could not run a command in sandbox {sb.id}: bad"):
+        await sb.run("true")
+
+
+@pytest.mark.parametrize(
+    ("text", "cls", "code"),
+    [
+        (f"lstat {FILE}: permission denied", PermissionError, errno.EACCES),
+        (f"open {FILE}: is a directory", IsADirectoryError, errno.EISDIR),
+        # Matched on its end: the message is kept whole, not cut at 500 characters for display.
+        (f"lstat {LONG}: file name too long", OSError, errno.ENAMETOOLONG),
+    ],
+)
+async def test_path_texts_are_builtin_errors_of_the_callers_path(
+    fake: FakeOpenSandbox,
+    armed: Armed,
+    sb: AsyncSandboxSession,
+    text: str,
+    cls: type[OSError],
+    code: int,
+) -> None:
+    armed.arm("GET", "/files/download", 500, {"code": "RUNTIME_ERROR", "message": text})
+    before = probes(fake)
+    with pytest.raises(OSError) as caught:
+        await sb.read_bytes(FILE)
+    assert type(caught.value) is cls
+    assert caught.value.errno == code and caught.value.filename == FILE
+    assert probes(fake) == before
+
+
+async def test_a_write_refused_for_its_temporary_file_names_the_callers_path(
+    armed: Armed, sb: AsyncSandboxSession
+) -> None:
+    armed.arm(
+        "POST",
+        "/files/upload",
+        500,
+        {"code": "RUNTIME_ERROR", "message": "open /workspace/.a.txt.osb-1: permission denied"},
     )
-    assert isinstance(mapped, ServerError) and type(mapped) is type(same)
-    assert str(mapped) == str(same) == "Could not list a directory in sandbox sb-1: bad path"
-    gone = _raised(404, b'{"code": "SANDBOX::GONE", "message": "x"}').project_error(
-        operation="read a file", address=None, sandbox_id="sb-1"
+    with pytest.raises(PermissionError) as caught:
+        await sb.write_bytes(FILE, b"new")
+    assert caught.value.filename == FILE
+
+
+async def test_execd_404_of_a_path_is_file_not_found(armed: Armed, sb: AsyncSandboxSession) -> None:
+    armed.arm("GET", "/files/download", 404, {"code": "FILE_NOT_FOUND", "message": "gone"})
+    with pytest.raises(FileNotFoundError) as caught:
+        await sb.read_bytes(FILE)
+    assert caught.value.errno == errno.ENOENT and caught.value.filename == FILE
+
+
+async def test_a_proxy_error_asks_whether_the_sandbox_is_gone_and_names_the_address(
+    fake: FakeOpenSandbox, armed: Armed, sb: AsyncSandboxSession
+) -> None:
+    armed.arm("GET", "/directories/list", 503, b"upstream unavailable")
+    before = probes(fake)
+    with pytest.raises(ServerError) as caught:
+        await sb.list_dir("/workspace")
+    message = str(caught.value)
+    assert message.startswith(f"Could not list a directory in sandbox {sb.id}: HTTP 503 upstream")
+    assert f"(http://execd-{sb.id}.fake:44772)" in message
+    assert caught.value.status_code == 503 and caught.value.retryable
+    assert probes(fake) == before + 1
+
+
+async def test_an_html_page_is_named_not_pasted(armed: Armed, sb: AsyncSandboxSession) -> None:
+    armed.arm("GET", "/directories/list", 502, b"<html><body>" + b"x" * 3000 + b"</body></html>")
+    with pytest.raises(ServerError) as caught:
+        await sb.list_dir("/workspace")
+    assert "HTML page" in str(caught.value) and "xxxx" not in str(caught.value)
+    assert caught.value.retryable
+
+
+async def test_a_sandbox_deleted_meanwhile_is_unavailable(
+    fake: FakeOpenSandbox, armed: Armed, sb: AsyncSandboxSession
+) -> None:
+    proxy = {"detail": {"code": "SANDBOX::NOT_FOUND", "message": "no sandbox"}}
+    armed.arm("GET", "/directories/list", 404, proxy)
+    assert sb.id is not None
+    fake.sandboxes.pop(sb.id)  # deleted by someone else: the server no longer knows it
+    with pytest.raises(SandboxUnavailableError) as caught:
+        await sb.list_dir("/workspace")
+    assert caught.value.sandbox_id == sb.id
+    assert str(caught.value) == (
+        f"Sandbox {sb.id} is gone (deleted, expired or its daemon died): could not list a "
+        "directory."
     )
-    assert isinstance(gone, SandboxUnavailableError)
+
+
+async def test_a_refused_api_key_at_the_proxy_is_an_authentication_error(
+    fake: FakeOpenSandbox, armed: Armed, sb: AsyncSandboxSession
+) -> None:
+    armed.arm("GET", "/directories/list", 401, {"code": "MISSING_API_KEY", "message": "no key"})
+    before = probes(fake)
+    with pytest.raises(AuthenticationError, match="none was sent") as caught:
+        await sb.list_dir("/workspace")
+    assert "OPEN_SANDBOX_API_KEY" in str(caught.value)
+    assert probes(fake) == before
+
+
+async def test_a_background_status_error_is_translated_by_the_same_boundary(
+    fake: FakeOpenSandbox, armed: Armed, sb: AsyncSandboxSession
+) -> None:
+    process = await sb.start_background("true")
+    armed.arm("GET", f"/command/status/{process.id}", 500, {"code": "X", "message": "boom"})
+    with pytest.raises(ServerError) as caught:
+        await process.status()
+    assert str(caught.value) == (
+        f"Could not read a background process's status in sandbox {sb.id}: HTTP 500 boom"
+    )
+    assert caught.value.status_code == 500 and not caught.value.retryable

@@ -67,7 +67,6 @@ NAMESPACE_METADATA_KEY = "opensandbox-agents.namespace"
 THREAD_METADATA_KEY = "opensandbox-agents.thread"
 """Metadata label holding a digest of (namespace, thread id); see `ThreadSandboxBackend.thread_key`."""
 
-_GONE_STATES = frozenset({"terminated", "failed", "stopping", "deleting", "deleted", "error"})
 _SETTLE_POLL = (0.2, 0.6)  # seconds, random: racers that both yielded do not retry in step
 
 
@@ -222,7 +221,7 @@ class ThreadSandboxBackend(BaseSandbox):
             self._connection,
             metadata={NAMESPACE_METADATA_KEY: self._namespace, THREAD_METADATA_KEY: key},
         )
-        return sorted((s for s in found if _state(s) not in _GONE_STATES), key=_order)
+        return sorted((s for s in found if s.activity() != "dead"), key=_order)
 
     async def find_thread(self, thread_id: str) -> str | None:
         """The id of this thread's sandbox on the server, or None (never creates one)."""

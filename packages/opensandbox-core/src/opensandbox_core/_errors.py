@@ -1,50 +1,59 @@
-"""The one error tree of opensandbox-core, and the one place that translates foreign exceptions.
+"""The one error tree of opensandbox-core, and the one place that translates foreign failures.
 
 ```
 OpenSandboxError
-├── ConfigurationError (also ValueError)      bad settings or arguments, caught before any I/O
+├── ConfigurationError (also ValueError)      a setting or argument is invalid
+│   ├── validation.ArgumentTypeError          ... of the wrong type (also TypeError)
 │   └── AuthenticationError                   the server refused the API key (401/403)
 ├── SandboxUnavailableError                   the sandbox is gone, unreachable or unusable
 │   └── UnsupportedDaemonError                execd too old to reconstruct output (fix: newer image)
 ├── CommandTimeoutError (also TimeoutError)   a command outlived its timeout; carries partial output
 ├── OutputLimitError                          a read exceeded the size limit the caller set
 └── ServerError                               any other failure the server reported (has .status_code)
+    └── SnapshotsUnsupportedError             the runtime cannot take or restore snapshots
 ```
 
-Path failures are raised as the builtin exceptions (`FileNotFoundError`, `IsADirectoryError`,
-`NotADirectoryError`, `PermissionError`, `FileExistsError`) so that callers can use the same
-`except` clauses they use for local files.
+Most `ConfigurationError`s are raised before any request; a few only when the server or the
+sandbox tells (a refused API key, a working directory that cannot be made, a value the SDK
+rejects). Path failures are the builtin `OSError` subclasses, errno set, so that callers can use
+the `except` clauses they use for local files.
 
-The boundary: `from_foreign()` (exceptions of httpx, of the `opensandbox` SDK, matched by
-`isinstance` on its exported exception classes, and of the socket and TLS layers) and
-`from_execd_response()` (error answers of execd or of the server's proxy) are the only functions
-that turn foreign failures into these errors; `is_lost_response()`, `is_connect_error()` and
-`is_not_found()` answer the questions callers ask about a foreign failure. Connection errors name
-the address tried (`scheme://host:port`) and the setting to check. `translate()` is the raising
-form of `from_foreign()` kept for older call sites. The texts that describe a failed request
-(refused, unknown host, TLS, error bodies) are built in `_failures`, which the doctor shares.
+The boundary is `from_foreign()`, the one translator: exceptions of httpx, of the `opensandbox`
+SDK (matched by `isinstance` on its exported exception classes), of the socket and TLS layers,
+and `ExecdError`, the error answer of execd or of the server's proxy in front of it (raised by
+`_wire._execd`), become these errors. SDK calls are wrapped in `translated()`, the context
+manager that raises its result (as httpx maps httpcore's exceptions); calls on execd go through
+the lifecycle's `fail`, which first asks the server whether the sandbox is gone when
+`needs_gone_probe()` says the failure alone cannot tell. `is_lost_response()`,
+`is_connect_error()` and `is_not_found()` answer the questions callers ask about a foreign
+failure; `sandbox_not_found()` is the one text of a sandbox the server does not know, and
+`GONE_STATES` the one set of its gone states. The texts (refused, unknown host, TLS, error
+bodies, path errors: each names the address tried and the fix) are built in `_failures`.
 Messages never contain the API key: they are built from ids, paths, addresses and status codes,
 and any text quoted from the SDK or a server is scrubbed first.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import socket
 import ssl
-from typing import Any, NoReturn
+from collections.abc import Iterator
+from typing import Any, Final, TypeVar
 
 import httpx
 
-from ._failures import address_of, body_message, chain, describe_transport, key_was_sent
+from ._failures import address_of, body_message, chain, describe_transport
 
 # Re-exported: callers of the boundary import these from `_errors`.
 from ._failures import body_text as body_text
 from ._failures import is_connect_error as is_connect_error
+from ._failures import new_path_error as new_path_error
+from ._failures import os_error as os_error
 from ._failures import parse_error_body as parse_error_body
+from ._failures import path_error as path_error
 from ._failures import scrub as scrub
-
-_body_message = body_message  # the name older tests import
 
 __all__ = [
     "AuthenticationError",
@@ -68,7 +77,8 @@ class OpenSandboxError(Exception):
 
 
 class ConfigurationError(OpenSandboxError, ValueError):
-    """A setting or argument is invalid. Raised before any request is sent."""
+    """A setting or argument is invalid: most are raised before any request, a few only when the
+    server or the sandbox tells (a refused API key, a working directory that cannot be made)."""
 
 
 class AuthenticationError(ConfigurationError):
@@ -133,6 +143,39 @@ class ServerError(OpenSandboxError):
         self.retryable = retryable
 
 
+class ExecdError(Exception):
+    """An error answer of execd, or of the server's proxy in front of it (raised by `_wire`).
+
+    Not one of this project's errors: the facets read it to decide what a refusal means for
+    them (`status`, execd's `code`, the scrubbed `message`, whether the answer is `from_execd`
+    or from a proxy), and `from_foreign` translates what they do not handle. `address` is
+    `scheme://host:port` of the request that got the answer.
+    """
+
+    def __init__(self, status: int, code: str, message: str, *, from_execd: bool, address: str):
+        super().__init__(f"HTTP {status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.from_execd = from_execd
+        self.address = address
+
+
+GONE_STATES: Final = frozenset({"terminated", "failed", "stopping", "deleted", "deleting", "error"})
+"""The states (lower case) in which the server reports a sandbox gone: it will not run again."""
+
+
+def is_gone_state(state: object) -> bool:
+    """Whether a state the server reports (`Running`, `SandboxState.TERMINATED`, ...) is gone."""
+    return str(state or "").rsplit(".", 1)[-1].lower() in GONE_STATES
+
+
+def sandbox_not_found(sandbox_id: str, hint: str = "") -> SandboxUnavailableError:
+    """The error for a sandbox the server does not know (any more): the one text of it."""
+    text = f"Sandbox {sandbox_id} was not found: it was deleted or has expired. {hint}"
+    return SandboxUnavailableError(text.rstrip(), sandbox_id=sandbox_id)
+
+
 _RETRYABLE_STATUS = frozenset({408, 425, 429, 502, 503, 504})
 # -- the boundary: foreign exceptions in, the project's errors out ------------------------------
 
@@ -180,16 +223,21 @@ def _status_of(exc: BaseException) -> int | None:
     return status if isinstance(status, int) else None
 
 
+def _code_of(exc: BaseException) -> str:
+    return str(getattr(getattr(exc, "error", None), "code", "") or "").upper()
+
+
 def is_not_found(exc: BaseException) -> bool:
     """Whether a foreign exception says that the sandbox (or resource) does not exist."""
-    if _status_of(exc) == 404:
-        return True
-    code = str(getattr(getattr(exc, "error", None), "code", "") or "")
-    return "NOT_FOUND" in code.upper()
+    return _status_of(exc) == 404 or "NOT_FOUND" in _code_of(exc)
 
 
-def _with_cause(error: OpenSandboxError, cause: BaseException) -> OpenSandboxError:
-    """`error` caused by `cause`, with any loop in the cause's chain cut where it closes."""
+_E = TypeVar("_E", bound=BaseException)
+
+
+def _with_cause(error: _E, cause: BaseException | None) -> _E:
+    """`error` caused by `cause` (None: by nothing, as `raise ... from None`), with any loop in
+    the cause's chain cut where it closes."""
     seen = {id(error)}
     current: BaseException | None = cause
     while current is not None:
@@ -204,51 +252,136 @@ def _with_cause(error: OpenSandboxError, cause: BaseException) -> OpenSandboxErr
     return error
 
 
+def needs_gone_probe(exc: BaseException, *, path: str | None = None) -> bool:
+    """Whether the error for `exc` depends on whether the sandbox still exists: False when the
+    failure says what happened by itself (an error of ours, a path error, execd refusing the
+    request, a refused API key), True when it may mean the sandbox is gone (no answer, a server
+    error, a proxy's answer). The caller then asks and passes `gone=` to `from_foreign`."""
+    return _settled(exc, operation="", sandbox_id=None, path=path) is None
+
+
 def from_foreign(
     exc: BaseException,
     *,
     operation: str,
     address: str | None = None,
     sandbox_id: str | None = None,
-    key_sent: bool | None = None,
-) -> OpenSandboxError:
-    """The project's error for an exception raised by httpx, the SDK or the socket layer.
+    path: str | None = None,
+    gone: bool = False,
+    detail: str | None = None,
+) -> OpenSandboxError | OSError:
+    """The project's error for a failure of httpx, the SDK, the socket layer or execd.
 
     `operation` says what was attempted ("create a sandbox"); `address` is the server's
     `Connection.display_address()` (the address of the request in the chain wins when there is
-    one); `key_sent` says whether an API key went with the request, when the caller knows.
+    one). For calls on a sandbox's execd: `path` maps execd's path errors to builtin ones;
+    `gone` (the lifecycle asked, see `needs_gone_probe`) makes a failure that does not speak for
+    itself a `SandboxUnavailableError`; `detail` says what is known of a call that failed half
+    way (a cut command stream) and replaces the transport's own description.
     The result's `__cause__` is `exc`: raise it as is (`raise from_foreign(...)`, no `from`),
-    which keeps the chain free of loops. An error of this project is returned unchanged.
-    Builtin path errors that this project raises itself are not foreign: re-raise them instead.
+    which keeps the chain free of loops. An error of this project, and a builtin path error
+    (an `OSError` that is not a network failure), is returned unchanged.
     """
-    if isinstance(exc, OpenSandboxError):
-        return exc
-    where = f" (sandbox {sandbox_id})" if sandbox_id else ""
-    prefix = f"Could not {operation}{where}"
-    at = address_of(exc, address)
-    sdk = _sdk_exceptions()
-    if isinstance(exc, sdk.InvalidArgumentException):
-        return _with_cause(ConfigurationError(f"{prefix}: {_sdk_detail(exc)}"), exc)
-    if isinstance(exc, sdk.SandboxReadyTimeoutException | sdk.SandboxUnhealthyException):
+    settled = _settled(exc, operation=operation, sandbox_id=sandbox_id, path=path)
+    if settled is not None:
+        return settled
+    inside = f"Could not {operation} in sandbox {sandbox_id}"
+    if gone:
         return _with_cause(
             SandboxUnavailableError(
-                f"{prefix}: the sandbox did not become ready ({_sdk_detail(exc)}).",
+                f"Sandbox {sandbox_id} is gone (deleted, expired or its daemon died): "
+                f"could not {operation}.",
                 sandbox_id=sandbox_id,
             ),
             exc,
         )
+    if detail is not None:
+        return _with_cause(ServerError(f"{inside}: {detail}", retryable=False), exc)
+    if isinstance(exc, ExecdError):
+        there = f" ({exc.address})" if exc.address and not exc.from_execd else ""
+        return _with_cause(
+            ServerError(
+                f"{inside}: HTTP {exc.status} {exc.message}{there}".rstrip(),
+                status_code=exc.status,
+                retryable=exc.status in _RETRYABLE_STATUS,
+            ),
+            exc,
+        )
+    return _from_library(exc, operation=operation, address=address, sandbox_id=sandbox_id)
+
+
+@contextlib.contextmanager
+def translated(
+    operation: str, *, sandbox_id: str | None = None, address: str | None = None
+) -> Iterator[None]:
+    """Raise what fails inside as the project's error (`from_foreign`), the way httpx maps
+    httpcore's exceptions: `with translated("list sandboxes"): await sdk_call()`. In an
+    `except` clause, `with translated(...): raise` raises the exception being handled so."""
+    try:
+        yield
+    except Exception as exc:
+        error = from_foreign(exc, operation=operation, sandbox_id=sandbox_id, address=address)
+        if error is exc:
+            raise
+        raise error from error.__cause__
+
+
+def _settled(
+    exc: BaseException, *, operation: str, sandbox_id: str | None, path: str | None
+) -> OpenSandboxError | OSError | None:
+    """The error a failure decides by itself, whatever the sandbox's state; None otherwise."""
+    if isinstance(exc, OpenSandboxError) or (isinstance(exc, OSError) and not _is_network(exc)):
+        return exc
+    if not isinstance(exc, ExecdError):
+        return None
+    if exc.status in (401, 403) and "API_KEY" in exc.code.upper():  # the proxy refused the key
+        where = f" in sandbox {sandbox_id}" if sandbox_id else ""
+        key_sent = _key_sent_by_code(exc.code.upper())
+        return _with_cause(
+            _for_status(exc.status, exc.message, f"Could not {operation}{where}", None, key_sent),
+            None,
+        )
+    if not exc.from_execd:
+        return None
+    if path is not None:
+        mapped = path_error(exc.message, path)
+        if mapped is None and exc.status == 404:
+            mapped = new_path_error(FileNotFoundError, errno.ENOENT, path)
+        if mapped is not None:
+            return _with_cause(mapped, None)
+    if exc.status < 500 and exc.status != 404:  # execd refused the request itself
+        return _with_cause(
+            ServerError(
+                f"Could not {operation} in sandbox {sandbox_id}: {exc.message}",
+                status_code=exc.status,
+            ),
+            None,
+        )
+    return None
+
+
+def _is_network(exc: OSError) -> bool:
+    return isinstance(exc, ssl.SSLError | ConnectionError | socket.gaierror | TimeoutError) and (
+        exc.filename is None  # a TimeoutError that names a path is a path error of ours
+    )
+
+
+def _from_library(
+    exc: BaseException, *, operation: str, address: str | None, sandbox_id: str | None
+) -> OpenSandboxError:
+    """The error for an exception of the SDK, httpx or the socket and TLS layers."""
+    where = f" (sandbox {sandbox_id})" if sandbox_id else ""
+    prefix = f"Could not {operation}{where}"
+    sdk = _sdk_exceptions()
+    if isinstance(exc, sdk.InvalidArgumentException):  # the SDK refused a value (ValueError)
+        return _with_cause(ConfigurationError(f"{prefix}: {_sdk_detail(exc)}"), exc)
     status = _status_of(exc)
     if status is not None:
-        if key_sent is None:
-            key_sent = key_was_sent(exc)
-        if key_sent is None:
-            # OpenSandbox's server says which: MISSING_API_KEY or INVALID_API_KEY.
-            code = str(getattr(getattr(exc, "error", None), "code", "") or "").upper()
-            key_sent = False if "MISSING" in code else True if "INVALID" in code else None
+        key_sent = _key_sent_by_code(_code_of(exc))
         return _with_cause(
             _for_status(status, _status_detail(exc), prefix, sandbox_id, key_sent), exc
         )
-    transport = describe_transport(exc, at)
+    transport = describe_transport(exc, address_of(exc, address))
     if transport is not None:
         text, retryable = transport
         return _with_cause(ServerError(f"{prefix}: {text}", retryable=retryable), exc)
@@ -265,6 +398,12 @@ def from_foreign(
     return _with_cause(ServerError(f"{prefix}: {detail}"), exc)
 
 
+def _key_sent_by_code(code: str) -> bool | None:
+    """Whether an API key was sent, as OpenSandbox's server says it: MISSING_API_KEY or
+    INVALID_API_KEY (None when the code does not say)."""
+    return False if "MISSING" in code else True if "INVALID" in code else None
+
+
 def _sdk_detail(exc: BaseException) -> str:
     message = getattr(getattr(exc, "error", None), "message", None)
     text = str(message) if message else (str(exc.args[0]) if exc.args else type(exc).__name__)
@@ -278,61 +417,6 @@ def _status_detail(exc: BaseException) -> str:
     if isinstance(body, bytes) and body:
         return body_text(body)
     return _sdk_detail(exc)
-
-
-def from_execd_response(
-    status: int,
-    body: bytes,
-    *,
-    operation: str,
-    address: str | None,
-    sandbox_id: str | None,
-) -> OpenSandboxError:
-    """The project's error for an error answer of execd (or of the server's proxy in front of it).
-
-    Path errors are not decided here: callers map execd's texts with `path_error` first.
-    """
-    _code, message, from_execd = parse_error_body(body)
-    where = f" in sandbox {sandbox_id}" if sandbox_id else ""
-    if status in (401, 403):
-        return _for_status(status, message, f"Could not {operation}{where}", sandbox_id, None)
-    if status == 404 and not from_execd and sandbox_id is not None:
-        return SandboxUnavailableError(
-            f"Sandbox {sandbox_id} was not found: it was deleted or has expired.",
-            sandbox_id=sandbox_id,
-        )
-    if from_execd and status < 500:
-        return ServerError(f"Could not {operation}{where}: {message}", status_code=status)
-    there = f" ({address})" if address else ""
-    return ServerError(
-        f"Could not {operation}{where}: HTTP {status} {message}{there}".rstrip(),
-        status_code=status,
-        retryable=status in _RETRYABLE_STATUS,
-    )
-
-
-def translate(
-    exc: BaseException,
-    *,
-    action: str,
-    sandbox_id: str | None = None,
-    address: str | None = None,
-    key_sent: bool | None = None,
-) -> NoReturn:
-    """Raise the error that corresponds to a foreign exception (`from_foreign`, raising).
-
-    Kept for the call sites written before `from_foreign`; builtin path errors (and this
-    project's errors) are re-raised unchanged.
-    """
-    if isinstance(exc, OpenSandboxError) or (isinstance(exc, OSError) and not _is_network(exc)):
-        raise exc
-    raise from_foreign(
-        exc, operation=action, address=address, sandbox_id=sandbox_id, key_sent=key_sent
-    )
-
-
-def _is_network(exc: OSError) -> bool:
-    return isinstance(exc, ssl.SSLError | ConnectionError | socket.gaierror | TimeoutError)
 
 
 def _for_status(
@@ -353,52 +437,9 @@ def _for_status(
             f"{prefix}: the server refused the API key (HTTP {status}). {_KEY_FIX}"
         )
     if status == 404 and sandbox_id is not None:
-        return SandboxUnavailableError(
-            f"Sandbox {sandbox_id} was not found: it was deleted or has expired.",
-            sandbox_id=sandbox_id,
-        )
+        return sandbox_not_found(sandbox_id)
     return ServerError(
         f"{prefix}: HTTP {status}: {detail}",
         status_code=status,
         retryable=status in _RETRYABLE_STATUS,
     )
-
-
-# Go's os.PathError and syscall texts, as execd reports them, mapped to builtin exceptions.
-_PATH_ERRORS: tuple[tuple[str, type[OSError], int], ...] = (
-    ("no such file or directory", FileNotFoundError, errno.ENOENT),
-    # execd v1.0.18: "error accessing file: file not found: X", "source path not found: X".
-    ("file not found", FileNotFoundError, errno.ENOENT),
-    ("path not found", FileNotFoundError, errno.ENOENT),
-    ("not a directory", NotADirectoryError, errno.ENOTDIR),
-    ("is a directory", IsADirectoryError, errno.EISDIR),
-    ("permission denied", PermissionError, errno.EACCES),
-    ("operation not permitted", PermissionError, errno.EPERM),
-    ("file exists", FileExistsError, errno.EEXIST),
-    ("directory not empty", OSError, errno.ENOTEMPTY),
-    ("too many levels of symbolic links", OSError, errno.ELOOP),
-    ("file name too long", OSError, errno.ENAMETOOLONG),
-    ("read-only file system", PermissionError, errno.EROFS),
-    ("no space left on device", OSError, errno.ENOSPC),
-    ("invalid argument", OSError, errno.EINVAL),
-)
-
-
-def path_error(text: str, path: str) -> OSError | None:
-    """The builtin OSError that a daemon error text describes for `path`, or None."""
-    lowered = text.lower()
-    for needle, cls, code in _PATH_ERRORS:
-        if needle in lowered:
-            return cls(code, _strerror(code), path)
-    return None
-
-
-def _strerror(code: int) -> str:
-    import os
-
-    return os.strerror(code)
-
-
-def new_path_error(cls: type[OSError], code: int, path: str) -> OSError:
-    """A builtin path error with errno, message and filename set like the local one."""
-    return cls(code, _strerror(code), path)

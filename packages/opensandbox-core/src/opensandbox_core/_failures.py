@@ -1,20 +1,24 @@
-"""How a failed request is described: the pieces the error boundary (`_errors`) and the doctor share.
+"""How a failed request is described: the pieces of the error boundary (`_errors`).
 
-No exception classes here (they are in `_errors`) and no I/O:
+No exception classes of this project here (they are in `_errors`) and no I/O:
 
 - `chain`, `find`: walk an exception's causes, each once even if they loop;
-- `address_of`, `key_was_sent`: what the request in a chain was sent to, and with which headers;
+- `address_of`, `url_address`: where the request in a chain was sent (only `scheme://host:port`);
 - `describe_transport`: what went wrong when no HTTP answer came (refused, unknown host, TLS to a
   plain-HTTP server, untrusted certificate, no answer in time, dropped connection), the fix, and
   whether retrying can help;
 - `parse_error_body`, `body_text`, `body_message`, `html_hint`: what an error answer says, short
   and scrubbed (an HTML page is named, never pasted);
+- `path_error`, `os_error`, `new_path_error`: the builtin `OSError` (errno and filename set like
+  the local one) that an error text of execd or of a file command names;
 - `scrub`: remove secrets from text that is about to be shown.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 import socket
 import ssl
@@ -32,12 +36,14 @@ __all__ = [
     "find",
     "html_hint",
     "is_connect_error",
-    "key_was_sent",
+    "new_path_error",
+    "os_error",
     "parse_error_body",
+    "path_error",
     "scrub",
+    "url_address",
 ]
 
-KEY_HEADER = "open-sandbox-api-key"
 DOMAIN_FIX = (
     "Check that the OpenSandbox server is running there, or set OPEN_SANDBOX_DOMAIN (or "
     "domain=) to the host:port it listens on."
@@ -86,19 +92,14 @@ def address_of(exc: BaseException, fallback: str | None) -> str | None:
             except RuntimeError:  # an error built without its request
                 continue
             if url.host:
-                port = f":{url.port}" if url.port is not None else ""
-                return f"{url.scheme}://{url.host}{port}"
+                return url_address(url)
     return fallback
 
 
-def key_was_sent(exc: BaseException) -> bool | None:
-    for item in chain(exc):
-        if isinstance(item, httpx.RequestError | httpx.HTTPStatusError):
-            try:
-                return bool(item.request.headers.get(KEY_HEADER))
-            except RuntimeError:
-                continue
-    return None
+def url_address(url: httpx.URL) -> str:
+    """`scheme://host:port` of a URL: no path, query or credentials (they may hold secrets)."""
+    port = f":{url.port}" if url.port is not None else ""
+    return f"{url.scheme}://{url.host}{port}"
 
 
 def is_connect_error(exc: BaseException) -> bool:
@@ -241,3 +242,43 @@ def body_message(response: httpx.Response) -> str:
     if isinstance(data, dict):
         return scrub(str(data.get("message") or data.get("detail") or data)[:300])
     return scrub(str(data)[:300])
+
+
+# Go's os.PathError and syscall texts, as execd reports them, mapped to builtin exceptions.
+_PATH_ERRORS: tuple[tuple[str, type[OSError], int], ...] = (
+    ("no such file or directory", FileNotFoundError, errno.ENOENT),
+    # execd v1.0.18: "error accessing file: file not found: X", "source path not found: X".
+    ("file not found", FileNotFoundError, errno.ENOENT),
+    ("path not found", FileNotFoundError, errno.ENOENT),
+    ("not a directory", NotADirectoryError, errno.ENOTDIR),
+    ("is a directory", IsADirectoryError, errno.EISDIR),
+    ("permission denied", PermissionError, errno.EACCES),
+    ("operation not permitted", PermissionError, errno.EPERM),
+    ("file exists", FileExistsError, errno.EEXIST),
+    ("directory not empty", OSError, errno.ENOTEMPTY),
+    ("too many levels of symbolic links", OSError, errno.ELOOP),
+    ("file name too long", OSError, errno.ENAMETOOLONG),
+    ("read-only file system", PermissionError, errno.EROFS),
+    ("no space left on device", OSError, errno.ENOSPC),
+    ("invalid argument", OSError, errno.EINVAL),
+)
+
+
+def path_error(text: str, path: str) -> OSError | None:
+    """The builtin OSError that a daemon error text describes for `path`, or None."""
+    lowered = text.lower()
+    for needle, cls, code in _PATH_ERRORS:
+        if needle in lowered:
+            return new_path_error(cls, code, path)
+    return None
+
+
+def os_error(text: str, path: str, otherwise: str, *, code: int = errno.EIO) -> OSError:
+    """The builtin OSError for a file command that failed with error text `text`: the path
+    error the text describes, else `OSError(code, text or otherwise, path)`."""
+    return path_error(text, path) or OSError(code, text or otherwise, path)
+
+
+def new_path_error(cls: type[OSError], code: int, path: str) -> OSError:
+    """A builtin path error with errno, message and filename set like the local one."""
+    return cls(code, os.strerror(code), path)

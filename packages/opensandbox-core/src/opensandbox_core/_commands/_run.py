@@ -20,7 +20,13 @@ from typing import Any, Final, Literal, NoReturn, Protocol
 import httpx
 
 from opensandbox_core import _validate
-from opensandbox_core._errors import CommandTimeoutError, ServerError, new_path_error, path_error
+from opensandbox_core._errors import (
+    CommandTimeoutError,
+    ServerError,
+    new_path_error,
+    os_error,
+    path_error,
+)
 from opensandbox_core._files import _fallback
 from opensandbox_core._lifecycle._lifetime import renewing
 from opensandbox_core._types import CommandResult
@@ -379,9 +385,7 @@ class Commands:
             result = await self.file_command(check, timeout=60, cwd="/")
             if result.exit_code != 0:
                 text_error = _fallback.error_text(result.stderr)
-                raise path_error(text_error, workdir) or OSError(
-                    errno.EIO, text_error or "could not inspect the directory", workdir
-                )
+                raise os_error(text_error, workdir, "could not inspect the directory")
             if result.stdout != "d":
                 raise new_path_error(NotADirectoryError, errno.ENOTDIR, workdir)
         return _fallback.with_cwd(text, workdir), "/"

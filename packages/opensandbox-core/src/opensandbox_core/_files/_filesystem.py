@@ -17,7 +17,13 @@ from datetime import datetime
 from typing import Any, Final, Protocol
 
 from opensandbox_core._commands._run import Commands, Lifecycle, Runner
-from opensandbox_core._errors import ConfigurationError, ServerError, new_path_error, path_error
+from opensandbox_core._errors import (
+    ConfigurationError,
+    ServerError,
+    new_path_error,
+    os_error,
+    path_error,
+)
 from opensandbox_core._types import CommandResult, FileInfo, FileKind
 from opensandbox_core._wire._execd import ExecdClient, ExecdError
 
@@ -110,9 +116,7 @@ class FileSystem:
         result = await self._commands.file_command(argv, timeout=60)
         if result.exit_code != 0 or not result.stdout.endswith("\0"):
             text = _fallback.error_text(result.stderr)
-            raise path_error(text, target) or OSError(
-                errno.EINVAL, text or "could not resolve '..' in the path", target
-            )
+            raise os_error(text, target, "could not resolve '..' in the path", code=errno.EINVAL)
         real = result.stdout[:-1]
         return posixpath.join(real, tail) if tail else real
 
@@ -169,10 +173,10 @@ class FileSystem:
         result = await self._commands.file_command(_fallback.stat_argv(path), timeout=60)
         if result.exit_code != 0:
             text = _fallback.error_text(result.stderr)
-            mapped = path_error(text, path)
-            if isinstance(mapped, FileNotFoundError):
+            error = os_error(text, path, "could not inspect the path")
+            if isinstance(error, FileNotFoundError):
                 return None
-            raise mapped or OSError(errno.EIO, text or "could not inspect the path", path)
+            raise error
         records = self._records(result, path)
         if len(records) != 1:
             raise ServerError(
@@ -204,9 +208,7 @@ class FileSystem:
         )
         if result.exit_code != 0 or not result.stdout.endswith("\0"):
             text = _fallback.error_text(result.stderr)
-            raise path_error(text, target) or OSError(
-                errno.EINVAL, text or "realpath failed", target
-            )
+            raise os_error(text, target, "realpath failed", code=errno.EINVAL)
         return result.stdout[:-1]
 
     async def stat(self, path: str) -> FileInfo:
@@ -315,9 +317,7 @@ class FileSystem:
         )
         if result.exit_code != 0:
             text = _fallback.error_text(result.stderr)
-            raise path_error(text, target) or OSError(
-                errno.EIO, text or "could not list the directory", target
-            )
+            raise os_error(text, target, "could not list the directory")
         records = self._records(result, target)
         if not records or records[0].depth != 0:
             raise ServerError(
@@ -360,7 +360,7 @@ class FileSystem:
         result = await self._commands.file_command(argv, timeout=300)
         if result.exit_code != 0:
             text = _fallback.error_text(result.stderr)
-            raise path_error(text, path) or OSError(errno.EIO, text or f"{argv[0]} failed", path)
+            raise os_error(text, path, f"{argv[0]} failed")
         return result
 
     async def file_command(

@@ -26,6 +26,7 @@ from opensandbox_core._errors import (
     SandboxUnavailableError,
     ServerError,
     new_path_error,
+    os_error,
     path_error,
 )
 from opensandbox_core._types import TransferResult
@@ -184,10 +185,8 @@ class Transfers:
                 target,
             )
         if status != 0:
-            code = _fallback.special_errno(text)
-            raise path_error(text, target) or OSError(
-                code if code is not None else errno.EIO, text or "could not read the file", target
-            )
+            code = _fallback.special_errno(text) or errno.EIO
+            raise os_error(text, target, "could not read the file", code=code)
         return data
 
     async def write_bytes(
@@ -305,11 +304,7 @@ class Transfers:
             )
         except Exception as exc:
             await self._discard(execd, temp)
-            if isinstance(exc, ExecdError) and exc.from_execd:
-                # Re-raise the error for the path the caller gave, not the temporary name.
-                mapped = path_error(exc.message, target)
-                if mapped is not None:
-                    raise mapped from None
+            # Named by the path the caller gave, not the temporary name.
             await self._life.fail(exc, "write a file", execd=execd, path=target)
 
     async def _place(

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Literal
 
 from opensandbox_core import _errors
 from opensandbox_core._config import Connection
@@ -47,8 +47,6 @@ logger = logging.getLogger(__name__)
 
 Activity = Literal["dead", "expired", "expiring", "no-expiry"]
 """How a sandbox's activity is judged (see the module docstring)."""
-
-DEAD_STATES: Final = frozenset({"failed", "terminated", "stopping", "deleting", "deleted", "error"})
 
 
 def _utc(moment: datetime) -> datetime:
@@ -75,7 +73,7 @@ class SandboxSummary:
 
     def activity(self, now: datetime | None = None) -> Activity:
         """`dead`, `expired`, `expiring` or `no-expiry` (see the module docstring)."""
-        if self.state.rsplit(".", 1)[-1].lower() in DEAD_STATES:
+        if _errors.is_gone_state(self.state):
             return "dead"
         if self.expires_at is None:
             return "no-expiry"
@@ -157,8 +155,9 @@ async def list_sandboxes(
             if not result.pagination.has_next_page:
                 break
             page += 1
-    except Exception as exc:
-        _errors.translate(exc, action="list sandboxes")
+    except Exception:
+        with _errors.translated("list sandboxes"):
+            raise
     finally:
         with contextlib.suppress(Exception):
             await config.close_transport_if_owned()
@@ -180,7 +179,8 @@ async def destroy_sandbox(sandbox_id: str, connection: Connection | None = None)
     except Exception as exc:
         if _errors.is_not_found(exc):
             return False
-        _errors.translate(exc, action="destroy the sandbox", sandbox_id=sandbox_id)
+        with _errors.translated("destroy the sandbox", sandbox_id=sandbox_id):
+            raise
     finally:
         with contextlib.suppress(Exception):
             await config.close_transport_if_owned()

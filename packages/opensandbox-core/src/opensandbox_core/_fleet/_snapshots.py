@@ -21,7 +21,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -44,7 +44,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _POLL = 0.2  # seconds between state checks
-_GONE = frozenset({"terminated", "failed", "stopping", "deleting", "deleted", "error"})
 
 
 class SnapshotsUnsupportedError(ServerError):
@@ -88,6 +87,18 @@ async def _service(connection: Connection | None) -> AsyncIterator[Any]:
     finally:
         with contextlib.suppress(Exception):
             await config.close_transport_if_owned()
+
+
+@contextlib.contextmanager
+def _snapshot_call(action: str, *, sandbox_id: str | None = None) -> Iterator[None]:
+    """Raise what fails inside as `SnapshotsUnsupportedError` when the runtime has no
+    snapshots, else as the project's error (`_errors.translated`)."""
+    try:
+        yield
+    except Exception as exc:
+        _unsupported(exc, action)
+        with _errors.translated(action, sandbox_id=sandbox_id):
+            raise
 
 
 def _unsupported(exc: BaseException, action: str) -> None:
@@ -145,11 +156,8 @@ async def snapshot_sandbox(
         connection = sandbox.connection
     started = time.monotonic()
     async with _service(connection) as service:
-        try:
+        with _snapshot_call("snapshot the sandbox", sandbox_id=sandbox_id):
             info = await service.create_snapshot(sandbox_id, CreateSnapshotRequest(name=name))
-        except Exception as exc:
-            _unsupported(exc, "snapshot the sandbox")
-            _errors.translate(exc, action="snapshot the sandbox", sandbox_id=sandbox_id)
         ref = _ref(info)
         while wait and not ref.ready:
             if ref.state.lower() == "failed" or time.monotonic() - started > timeout:
@@ -160,10 +168,8 @@ async def snapshot_sandbox(
                     retryable=ref.state.lower() != "failed",
                 )
             await asyncio.sleep(_POLL)
-            try:
+            with _errors.translated(f"read snapshot {ref.id}"):
                 ref = _ref(await service.get_snapshot(ref.id))
-            except Exception as exc:
-                _errors.translate(exc, action=f"read snapshot {ref.id}")
     logger.info(
         "Snapshot %s of sandbox %s is %s (%.2f s)",
         ref.id,
@@ -186,7 +192,8 @@ async def get_snapshot(
             if _errors.is_not_found(exc):
                 return None
             _unsupported(exc, "read a snapshot")
-            _errors.translate(exc, action=f"read snapshot {snapshot_id}")
+            with _errors.translated(f"read snapshot {snapshot_id}"):
+                raise
 
 
 async def list_snapshots(
@@ -199,13 +206,10 @@ async def list_snapshots(
     async with _service(connection) as service:
         page = 1
         while True:
-            try:
+            with _snapshot_call("list snapshots"):
                 result = await service.list_snapshots(
                     SnapshotFilter(sandbox_id=sandbox_id, page=page, page_size=100)
                 )
-            except Exception as exc:
-                _unsupported(exc, "list snapshots")
-                _errors.translate(exc, action="list snapshots")
             found.extend(_ref(info) for info in result.snapshot_infos)
             if not result.pagination.has_next_page:
                 return found
@@ -226,7 +230,8 @@ async def delete_snapshot(snapshot_id: str, connection: Connection | None = None
             if _errors.is_not_found(exc):
                 return False
             _unsupported(exc, "delete a snapshot")
-            _errors.translate(exc, action=f"delete snapshot {snapshot_id}")
+            with _errors.translated(f"delete snapshot {snapshot_id}"):
+                raise
     logger.info("Deleted snapshot %s", snapshot_id)
     return True
 
@@ -253,8 +258,6 @@ async def restore_snapshot(
     A create whose answer is lost is recovered by the ownership tag (never a duplicate). Raises
     `SnapshotsUnsupportedError` when the runtime cannot restore snapshots.
     """
-    from opensandbox.models.sandboxes import SandboxFilter
-
     snapshot_id = _check_id(snapshot_id)
     connection = connection or Connection()
     extra = validate_env(metadata or {})
@@ -264,30 +267,14 @@ async def restore_snapshot(
     labels = {**extra, OWNER_KEY: token, LIBRARY_KEY: LIBRARY_VALUE}
     started = time.monotonic()
     async with _service(connection) as service:
-        try:
-            created = await service.create_sandbox(
-                spec=None,
-                entrypoint=None,
-                env={},
-                metadata=labels,
-                timeout=timedelta(seconds=lifetime) if lifetime else None,
-                resource=dict(resource or {"cpu": "1", "memory": "2Gi"}),
-                network_policy=None,
-                extensions={},
-                volumes=None,
-                snapshot_id=snapshot_id,
-            )
-            sandbox_id = str(created.id)
-        except Exception as exc:
-            _unsupported(exc, "restore a snapshot")
-            if not _errors.is_lost_response(exc):
-                _errors.translate(exc, action=f"create a sandbox from snapshot {snapshot_id}")
-            logger.warning(
-                "The create answer for snapshot %s was lost (%s); looking for it by its tag",
-                snapshot_id,
-                type(exc).__name__,
-            )
-            sandbox_id = await _find_by_tag(service, SandboxFilter, token, recover_timeout, exc)
+        sandbox_id = await _create_from(
+            service,
+            snapshot_id,
+            labels=labels,
+            lifetime=lifetime,
+            resource=resource,
+            budget=recover_timeout,
+        )
         session = AsyncSandboxSession.attach(sandbox_id, connection=connection, **session_options)
         # The session is the creator: it owns the sandbox and carries its tag.
         session._adopt(token)
@@ -304,6 +291,46 @@ async def restore_snapshot(
         time.monotonic() - started,
     )
     return session
+
+
+async def _create_from(
+    service: Any,
+    snapshot_id: str,
+    *,
+    labels: Mapping[str, str],
+    lifetime: float | None,
+    resource: Mapping[str, str] | None,
+    budget: float,
+) -> str:
+    """The id of a new sandbox made from the snapshot, carrying `labels` (its ownership tag
+    among them: a create whose answer is lost is found by it within `budget` seconds)."""
+    from opensandbox.models.sandboxes import SandboxFilter
+
+    try:
+        created = await service.create_sandbox(
+            spec=None,
+            entrypoint=None,
+            env={},
+            metadata=dict(labels),
+            timeout=timedelta(seconds=lifetime) if lifetime else None,
+            resource=dict(resource or {"cpu": "1", "memory": "2Gi"}),
+            network_policy=None,
+            extensions={},
+            volumes=None,
+            snapshot_id=snapshot_id,
+        )
+        return str(created.id)
+    except Exception as exc:
+        _unsupported(exc, "restore a snapshot")
+        if not _errors.is_lost_response(exc):
+            with _errors.translated(f"create a sandbox from snapshot {snapshot_id}"):
+                raise
+        logger.warning(
+            "The create answer for snapshot %s was lost (%s); looking for it by its tag",
+            snapshot_id,
+            type(exc).__name__,
+        )
+        return await _find_by_tag(service, SandboxFilter, labels[OWNER_KEY], budget, exc)
 
 
 async def _find_by_tag(
@@ -341,7 +368,7 @@ async def _wait_usable(
             state = str(getattr(info.status, "state", "") or "").lower()
         except Exception:  # not listed yet; the deadline below decides
             state = ""
-        if state in _GONE:
+        if _errors.is_gone_state(state):
             raise SandboxUnavailableError(
                 f"Sandbox {sandbox_id}, created from a snapshot, ended in state {state!r} before "
                 "it could be used. Check the server's log.",

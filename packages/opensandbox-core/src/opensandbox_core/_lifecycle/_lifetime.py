@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from opensandbox_core import _errors
 from opensandbox_core._defaults import LIFETIME as DEFAULT_LIFETIME
-from opensandbox_core._errors import SandboxUnavailableError
 
 if TYPE_CHECKING:
     from opensandbox.services.sandbox import Sandboxes
@@ -131,8 +130,5 @@ async def renew_if_due(
         await sandboxes.renew_sandbox_expiration(sandbox_id, target)
     except Exception as exc:
         if _errors.is_not_found(exc):
-            raise SandboxUnavailableError(
-                f"Sandbox {sandbox_id} was not found: it was deleted or has expired.",
-                sandbox_id=sandbox_id,
-            ) from exc
+            raise _errors.sandbox_not_found(sandbox_id) from exc
         logger.warning("Could not renew sandbox %s (%s)", sandbox_id, type(exc).__name__)

@@ -28,10 +28,8 @@ __all__ = ["request", "state", "wait_for_daemon"]
 
 async def state(sandboxes: Sandboxes, sandbox_id: str) -> str:
     """The sandbox's state as the server reports it, lower case ('' when unknown)."""
-    try:
+    with _errors.translated("read the sandbox's state", sandbox_id=sandbox_id):
         info = await sandboxes.get_sandbox_info(sandbox_id)
-    except Exception as exc:
-        _errors.translate(exc, action="read the sandbox's state", sandbox_id=sandbox_id)
     return str(getattr(info.status, "state", "") or "").lower()
 
 
@@ -47,9 +45,10 @@ async def request(
         await call(sandbox_id)
     except Exception as exc:
         if not _is_conflict(exc) or await state(sandboxes, sandbox_id) != want:
-            _errors.translate(exc, action=f"{verb} the sandbox", sandbox_id=sandbox_id)
+            with _errors.translated(f"{verb} the sandbox", sandbox_id=sandbox_id):
+                raise
     while (now := await state(sandboxes, sandbox_id)) != want:
-        if now in _reach.GONE_STATES or time.monotonic() >= deadline:
+        if _errors.is_gone_state(now) or time.monotonic() >= deadline:
             raise SandboxUnavailableError(
                 f"Sandbox {sandbox_id} did not become {want} within {limit:g} s after "
                 f"the {verb} request (its state is {now or 'unknown'!r}). Check the "

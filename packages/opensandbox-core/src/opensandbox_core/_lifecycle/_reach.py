@@ -42,11 +42,10 @@ if TYPE_CHECKING:
     from opensandbox.config import ConnectionConfig
     from opensandbox.services.sandbox import Sandboxes
 
-__all__ = ["GONE_STATES", "Probed", "forget", "probe", "raise_if_failed", "resolve_endpoint"]
+__all__ = ["Probed", "forget", "probe", "raise_if_failed", "resolve_endpoint"]
 
 logger = logging.getLogger(__name__)
 
-GONE_STATES: Final = frozenset({"terminated", "failed", "stopping", "deleted", "deleting", "error"})
 READY_POLL: Final = 0.025
 _STATUS_POLL: Final = 0.5  # how often a new sandbox's state is read while waiting for execd
 _TMP_MARK: Final = "osb-tmp:"
@@ -79,13 +78,11 @@ async def resolve_endpoint(
             break
         except Exception as exc:
             if _errors.is_not_found(exc) and not wait:
-                raise SandboxUnavailableError(
-                    f"Sandbox {sandbox_id} was not found: it was deleted or has expired. "
-                    "Attaching never creates a replacement.",
-                    sandbox_id=sandbox_id,
-                ) from exc
+                hint = "Attaching never creates a replacement."
+                raise _errors.sandbox_not_found(sandbox_id, hint) from exc
             if not wait or time.monotonic() >= deadline:
-                _errors.translate(exc, action="reach the sandbox", sandbox_id=sandbox_id)
+                with _errors.translated("reach the sandbox", sandbox_id=sandbox_id):
+                    raise
             await asyncio.sleep(READY_POLL * 4)
     headers = endpoint.build_request_headers(config)
     return ExecdEndpoint(
@@ -128,7 +125,7 @@ async def raise_if_failed(sandboxes: Sandboxes, config: ConnectionConfig, sandbo
         return
     status = getattr(info, "status", None)
     state = str(getattr(status, "state", "") or "").lower()
-    if state not in GONE_STATES:
+    if not _errors.is_gone_state(state):
         return
     reason = str(getattr(status, "reason", "") or "")
     message = str(getattr(status, "message", "") or "")

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import errno
 import inspect
 import logging
 import posixpath
@@ -29,14 +28,9 @@ from typing import TYPE_CHECKING, NoReturn
 from opensandbox_core import _errors, _validate
 from opensandbox_core._config import Connection, SandboxSpec
 from opensandbox_core._defaults import READY_TIMEOUT
-from opensandbox_core._errors import (
-    SandboxUnavailableError,
-    ServerError,
-    new_path_error,
-    path_error,
-)
+from opensandbox_core._errors import SandboxUnavailableError
 from opensandbox_core._wire._events import Context
-from opensandbox_core._wire._execd import ExecdClient, ExecdEndpoint, ExecdError
+from opensandbox_core._wire._execd import ExecdClient, ExecdEndpoint
 from opensandbox_core._wire._framing import Framing
 
 from . import _pausing, _reach
@@ -341,13 +335,9 @@ class SandboxLifecycle:
         """The URL of `port` inside the sandbox, and the headers a client must send to it."""
         clients = await self.ensure()
         assert self.sandbox_id is not None
-        try:
+        with _errors.translated(f"get the endpoint of port {port}", sandbox_id=self.sandbox_id):
             endpoint = await clients.sandboxes.get_sandbox_endpoint(
                 self.sandbox_id, port, clients.sdk_config.use_server_proxy
-            )
-        except Exception as exc:
-            _errors.translate(
-                exc, action=f"get the endpoint of port {port}", sandbox_id=self.sandbox_id
             )
         headers = endpoint.build_request_headers(clients.sdk_config)
         return f"{clients.sdk_config.protocol}://{endpoint.endpoint}", headers
@@ -366,7 +356,8 @@ class SandboxLifecycle:
         except Exception as exc:
             if not _errors.is_not_found(exc):
                 await self.aclose()
-                _errors.translate(exc, action="destroy the sandbox", sandbox_id=sandbox_id)
+                with _errors.translated("destroy the sandbox", sandbox_id=sandbox_id):
+                    raise
             logger.debug("sandbox %s was already gone", sandbox_id)
         finally:
             _reach.forget(self.domain, sandbox_id)
@@ -408,7 +399,7 @@ class SandboxLifecycle:
         except Exception as exc:
             return _errors.is_not_found(exc)
         state = str(getattr(info.status, "state", "")).lower()
-        if state in _reach.GONE_STATES:
+        if _errors.is_gone_state(state):
             return True
         if state in ("paused", "pausing") and raise_paused:
             self.paused = True  # paused by someone else: say so instead of a network error
@@ -424,43 +415,22 @@ class SandboxLifecycle:
         path: str | None = None,
         detail: str | None = None,
     ) -> NoReturn:
-        """Raise the right error for a failed call: path error, gone sandbox, or server error.
+        """Raise the project's error for a failed call on this sandbox (`_errors.from_foreign`,
+        the one translator): a path error, execd's refusal, a gone sandbox, or a server error.
 
-        `detail`, when given, says what is known of a call that failed half way (a command whose
-        stream was cut after it started); it replaces the transport's own description."""
-        if isinstance(exc, ExecdError):
-            if path is not None and exc.from_execd:
-                mapped = path_error(exc.message, path)
-                if mapped is None and exc.status == 404:
-                    mapped = new_path_error(FileNotFoundError, errno.ENOENT, path)
-                if mapped is not None:
-                    raise mapped from None
-            if exc.from_execd and exc.status < 500 and exc.status != 404:
-                raise ServerError(
-                    f"Could not {action} in sandbox {self.sandbox_id}: {exc.message}",
-                    status_code=exc.status,
-                ) from None
-        if isinstance(exc, _errors.OpenSandboxError | OSError):
-            raise exc
-        if await self.gone(execd or self.clients().execd, raise_paused=True):
-            raise SandboxUnavailableError(
-                f"Sandbox {self.sandbox_id} is gone (deleted, expired or its daemon died): "
-                f"could not {action}.",
-                sandbox_id=self.sandbox_id,
-            ) from exc
-        if detail is not None:
-            raise ServerError(
-                f"Could not {action} in sandbox {self.sandbox_id}: {detail}", retryable=False
-            ) from exc
-        if isinstance(exc, ExecdError):
-            raise ServerError(
-                f"Could not {action} in sandbox {self.sandbox_id}: HTTP {exc.status} {exc.message}",
-                status_code=exc.status,
-                retryable=exc.status in (502, 503, 504),
-            ) from exc
+        When the failure alone cannot tell (no answer, a server error), the server is asked
+        first whether the sandbox is gone (`gone`; paused by someone else raises that). `path`
+        maps execd's path errors to builtin ones; `detail`, when given, says what is known of a
+        call that failed half way (a command whose stream was cut after it started)."""
+        gone = False
+        if _errors.needs_gone_probe(exc, path=path):
+            gone = await self.gone(execd or self.clients().execd, raise_paused=True)
         raise _errors.from_foreign(
             exc,
             operation=action,
             address=self.connection.display_address(),
             sandbox_id=self.sandbox_id,
+            path=path,
+            gone=gone,
+            detail=detail,
         )

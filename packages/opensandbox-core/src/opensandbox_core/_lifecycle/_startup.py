@@ -69,7 +69,8 @@ class Creator:
             except Exception as exc:
                 if not _errors.is_lost_response(exc):
                     self._sent = False
-                    _errors.translate(exc, action=f"create a sandbox from image {spec.image!r}")
+                    with _errors.translated(f"create a sandbox from image {spec.image!r}"):
+                        raise
                 logger.warning(
                     "The create response was lost (%s); looking for the sandbox by its tag",
                     type(exc).__name__,

@@ -6,8 +6,9 @@ bodies in both directions (bounded memory for large files), and status codes wit
 codes (to tell a missing path from a missing sandbox). So commands and files go through this
 client, addressed with the endpoint and headers that the SDK resolved (direct or server proxy).
 
-Every httpx failure leaves this module as an httpx exception or an `ExecdError`; the session maps
-them through `_errors` (the one translation point).
+Every failure leaves this module as an httpx exception or an `ExecdError` (an error answer, its
+body parsed once by `_failures.parse_error_body`); the facets turn them into the project's errors
+through the lifecycle's `fail`, that is `_errors.from_foreign` (the one translator).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from urllib.parse import quote
 
 import httpx
 
-from opensandbox_core import _errors
+from opensandbox_core._errors import ExecdError as ExecdError  # raised here, read by the facets
+from opensandbox_core._failures import parse_error_body, url_address
 
 from ._framing import EventSplitter
 
@@ -47,38 +49,13 @@ class ExecdEndpoint:
         return f"ExecdEndpoint(base_url={self.base_url!r})"
 
 
-class ExecdError(Exception):
-    """execd (or the proxy in front of it) answered with an error status.
-
-    Carries what the body said (parsed once, by `_errors.parse_error_body`) and the raw body, so
-    that `project_error()` can give the project's error through `_errors.from_execd_response`.
-    """
-
-    def __init__(
-        self, status: int, code: str, message: str, *, from_execd: bool, body: bytes = b""
-    ) -> None:
-        super().__init__(f"HTTP {status} {code}: {message}")
-        self.status = status
-        self.code = code
-        self.message = message
-        self.from_execd = from_execd
-        self.body = body
-
-    def project_error(
-        self, *, operation: str, address: str | None, sandbox_id: str | None
-    ) -> _errors.OpenSandboxError:
-        """This answer as the project's error (the one translation of execd error bodies)."""
-        return _errors.from_execd_response(
-            self.status, self.body, operation=operation, address=address, sandbox_id=sandbox_id
-        )
-
-
 async def _raise_for(response: httpx.Response) -> None:
     if response.status_code < 400:
         return
     body = await response.aread()
-    code, message, from_execd = _errors.parse_error_body(body, limit=None)
-    raise ExecdError(response.status_code, code, message, from_execd=from_execd, body=body[:65536])
+    code, message, from_execd = parse_error_body(body, limit=None)
+    address = url_address(response.request.url)
+    raise ExecdError(response.status_code, code, message, from_execd=from_execd, address=address)
 
 
 class ExecdClient:
