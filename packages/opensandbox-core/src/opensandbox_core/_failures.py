@@ -116,23 +116,7 @@ def describe_transport(exc: BaseException, at: str | None) -> tuple[str, bool] |
     there = f" at {at}" if at else ""
     ssl_error = find(exc, ssl.SSLError)
     if ssl_error is not None:
-        text = " ".join(str(e) for e in chain(exc)).lower()
-        reason = scrub(str(getattr(ssl_error, "reason", None) or ssl_error))[:200]
-        if any(marker in text for marker in _PLAIN_HTTP):
-            plain = at.replace("https://", "", 1) if at else "host:port"
-            hint = (
-                f"the TLS handshake{there} failed ({reason}): the server probably speaks plain "
-                f"http on that port. Drop https:// from OPEN_SANDBOX_DOMAIN (use {plain}), or "
-                "put a TLS-terminating proxy in front of the server."
-            )
-        elif "certificate" in text:
-            hint = (
-                f"the TLS certificate of the server{there} is not trusted ({reason}). Install "
-                "its CA on this machine (SSL_CERT_FILE) or use a certificate a public CA signed."
-            )
-        else:
-            hint = f"the TLS handshake{there} failed ({reason}): check that the server speaks TLS."
-        return hint, False
+        return _describe_tls(exc, ssl_error, at), False
     if find(exc, httpx.ConnectTimeout) is not None:
         return (
             f"could not connect to the server{there} in time (no answer to the TCP "
@@ -176,6 +160,26 @@ def describe_transport(exc: BaseException, at: str | None) -> tuple[str, bool] |
             True,
         )
     return None
+
+
+def _describe_tls(exc: BaseException, ssl_error: ssl.SSLError, at: str | None) -> str:
+    """What a failed TLS handshake means: plain HTTP on that port, an untrusted certificate."""
+    there = f" at {at}" if at else ""
+    text = " ".join(str(e) for e in chain(exc)).lower()
+    reason = scrub(str(getattr(ssl_error, "reason", None) or ssl_error))[:200]
+    if any(marker in text for marker in _PLAIN_HTTP):
+        plain = at.replace("https://", "", 1) if at else "host:port"
+        return (
+            f"the TLS handshake{there} failed ({reason}): the server probably speaks plain "
+            f"http on that port. Drop https:// from OPEN_SANDBOX_DOMAIN (use {plain}), or "
+            "put a TLS-terminating proxy in front of the server."
+        )
+    if "certificate" in text:
+        return (
+            f"the TLS certificate of the server{there} is not trusted ({reason}). Install "
+            "its CA on this machine (SSL_CERT_FILE) or use a certificate a public CA signed."
+        )
+    return f"the TLS handshake{there} failed ({reason}): check that the server speaks TLS."
 
 
 def mentions_dns(exc: BaseException) -> bool:

@@ -275,44 +275,7 @@ class ExecdClient:
             meta["owner"] = owner
         if group:
             meta["group"] = group
-        boundary = "osb-" + _random_token()
-        head = (
-            f"--{boundary}\r\n"
-            'Content-Disposition: form-data; name="metadata"; filename="metadata"\r\n'
-            "Content-Type: application/json\r\n\r\n"
-            f"{json.dumps(meta)}\r\n"
-            f"--{boundary}\r\n"
-            'Content-Disposition: form-data; name="file"; filename="file"\r\n'
-            "Content-Type: application/octet-stream\r\n\r\n"
-        ).encode()
-        tail = f"\r\n--{boundary}--\r\n".encode()
-        headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
-        content: bytes | AsyncIterator[bytes]
-        if isinstance(data, bytes | bytearray | memoryview) and len(data) <= _UPLOAD_SLICE:
-            content = b"".join((head, bytes(data), tail))
-            headers["Content-Length"] = str(len(content))
-        elif isinstance(data, bytes | bytearray | memoryview):
-            # Streamed in slices with a known length: joining head, data and tail into one body
-            # would hold a second copy of the file (64 MiB more client memory for a 64 MiB file).
-            view = memoryview(data).cast("B")
-            headers["Content-Length"] = str(len(head) + view.nbytes + len(tail))
-
-            async def whole() -> AsyncIterator[bytes]:
-                yield head
-                for start in range(0, view.nbytes, _UPLOAD_SLICE):
-                    yield bytes(view[start : start + _UPLOAD_SLICE])
-                yield tail
-
-            content = whole()
-        else:
-
-            async def stream() -> AsyncIterator[bytes]:
-                yield head
-                async for chunk in data:
-                    yield chunk
-                yield tail
-
-            content = stream()
+        content, headers = _multipart(meta, data)
         request_timeout = httpx.Timeout(
             self._timeout.connect, read=timeout, write=timeout, pool=self._timeout.pool
         )
@@ -361,6 +324,52 @@ class ExecdClient:
         """Replace every occurrence of `old` (not empty) with `new` in a file, in place."""
         response = await self._client.post("/files/replace", json={path: {"old": old, "new": new}})
         await _raise_for(response)
+
+
+def _multipart(
+    meta: Mapping[str, Any], data: bytes | AsyncIterable[bytes]
+) -> tuple[bytes | AsyncIterator[bytes], dict[str, str]]:
+    """The body and headers of an upload: a `metadata` part, then a `file` part with `data`.
+
+    Small bodies are sent whole; larger bytes are sliced with a known length (joining head, data
+    and tail into one body would hold a second copy of the file: 64 MiB more client memory for
+    a 64 MiB file), and an async iterable is streamed as it comes.
+    """
+    boundary = "osb-" + _random_token()
+    head = (
+        f"--{boundary}\r\n"
+        'Content-Disposition: form-data; name="metadata"; filename="metadata"\r\n'
+        "Content-Type: application/json\r\n\r\n"
+        f"{json.dumps(dict(meta))}\r\n"
+        f"--{boundary}\r\n"
+        'Content-Disposition: form-data; name="file"; filename="file"\r\n'
+        "Content-Type: application/octet-stream\r\n\r\n"
+    ).encode()
+    tail = f"\r\n--{boundary}--\r\n".encode()
+    headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+    if isinstance(data, bytes | bytearray | memoryview) and len(data) <= _UPLOAD_SLICE:
+        content = b"".join((head, bytes(data), tail))
+        headers["Content-Length"] = str(len(content))
+        return content, headers
+    if isinstance(data, bytes | bytearray | memoryview):
+        view = memoryview(data).cast("B")
+        headers["Content-Length"] = str(len(head) + view.nbytes + len(tail))
+
+        async def whole() -> AsyncIterator[bytes]:
+            yield head
+            for start in range(0, view.nbytes, _UPLOAD_SLICE):
+                yield bytes(view[start : start + _UPLOAD_SLICE])
+            yield tail
+
+        return whole(), headers
+
+    async def stream() -> AsyncIterator[bytes]:
+        yield head
+        async for chunk in data:
+            yield chunk
+        yield tail
+
+    return stream(), headers
 
 
 def _random_token() -> str:
