@@ -55,7 +55,7 @@ _workdir_cache: dict[tuple[str, str, str | None], str] = {}
 _output_dir_cache: dict[tuple[str, str], str | None] = {}
 
 Fail = Callable[[BaseException, ExecdClient], Awaitable[NoReturn]]
-"""The lifecycle's error boundary for a failed call on `execd`."""
+"""The lifecycle's `fail`: raises the project's error for a failed call on `execd`."""
 
 
 @dataclass(frozen=True)

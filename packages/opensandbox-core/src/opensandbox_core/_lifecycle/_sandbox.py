@@ -2,8 +2,8 @@
 
 It owns the per-loop HTTP clients (built in one place, `clients()`), the start that runs once
 however many loops and tasks ask at the same time (create or attach, readiness, probe), renewal,
-pause and resume, the gone-or-failed verdict and the error boundary of every facet's calls
-(`fail`). The commands and files facets see it only through the `Lifecycle` / `FileLink`
+pause and resume, and the gone probe through which every facet's failed call on execd reaches
+the one translator (`fail`, then `_errors.from_foreign`). The commands and files facets see it only through the `Lifecycle` / `FileLink`
 protocols it implements; `AsyncSandboxSession` delegates to it.
 
 Rules it keeps: nothing here does I/O before the first operation; the sandbox id never changes
