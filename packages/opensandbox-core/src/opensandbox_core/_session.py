@@ -35,7 +35,7 @@ from . import _validate
 from ._commands import _background
 from ._commands._background import start_background
 from ._commands._run import Commands, OutputCallback
-from ._config import Connection, SandboxSpec, validate_env
+from ._config import Connection, SandboxSpec
 from ._defaults import (
     CHUNK_SIZE,
     COMMAND_TIMEOUT,
@@ -63,10 +63,6 @@ __all__ = [
     "AsyncSandboxSession",
     "OutputCallback",
 ]
-
-DEFAULT_WORKING_DIR: Final = WORKING_DIR
-DEFAULT_TIMEOUT: Final = COMMAND_TIMEOUT
-DEFAULT_MAX_OUTPUT: Final = MAX_OUTPUT
 
 
 class _Default:
@@ -107,10 +103,10 @@ class AsyncSandboxSession:
         *,
         sandbox_id: str | None = None,
         connection: Connection | None = None,
-        working_dir: str | None = DEFAULT_WORKING_DIR,
+        working_dir: str | None = WORKING_DIR,
         env: Mapping[str, str] | None = None,
-        default_timeout: float | None = DEFAULT_TIMEOUT,
-        max_output: int = DEFAULT_MAX_OUTPUT,
+        default_timeout: float | None = COMMAND_TIMEOUT,
+        max_output: int = MAX_OUTPUT,
         recover_timeout: float = RECOVER_TIMEOUT,
     ) -> None:
         if spec is not None and not isinstance(spec, SandboxSpec):
@@ -126,7 +122,7 @@ class AsyncSandboxSession:
         _validate.working_dir(working_dir)
         _validate.max_output(max_output)
         timeout_default = _validate.timeout(default_timeout, allow_none=True)
-        self._env = validate_env(env)
+        self._env = _validate.env(env)
         self._life = SandboxLifecycle(
             spec,
             None if sandbox_id is None else _validate.sandbox_id(sandbox_id),
@@ -304,11 +300,11 @@ class AsyncSandboxSession:
 
         Applies to attached sandboxes too; a created one starts with its spec's lifetime. `None`
         on a created sandbox: never renewed (it has no expiry). `None` on an attached one: an
-        expiry it has is extended to `DEFAULT_LIFETIME` from now while it is used, never
+        expiry it has is extended to `defaults.LIFETIME` from now while it is used, never
         shortened, and a sandbox without an expiry never gets one.
         """
         if lifetime is not None:
-            SandboxSpec._check_seconds(lifetime, "lifetime", minimum=1)
+            _validate.seconds(lifetime, "lifetime", minimum=1)
         self._life.lifetime = lifetime
 
     async def sandbox_gone(self) -> bool:

@@ -80,11 +80,6 @@ DEFAULT_SANDBOX_TIMEOUT: Final = int(_defaults.LIFETIME)
 _MAX_OUTPUT: Final = _defaults.MAX_OUTPUT
 """Bytes of stdout and of stderr a command may print; past that `run` raises instead of cutting."""
 
-# The core's checks under the names this module's callers (and tests) know.
-_command_line = _validate.command_form
-_check_timeout = _validate.timeout
-check_env = _validate.env
-
 
 class OpenSandboxBackend(
     SessionLifecycle, WorkspaceBackend, SupportsCommands, SupportsFilesystem, SupportsRealpath

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from importlib import metadata
 from typing import Final
 
-from opensandbox_core._config import ENV_API_KEY, ENV_DOMAIN, Connection
+from opensandbox_core._config import Connection
+from opensandbox_core._defaults import ENV_API_KEY, ENV_DOMAIN
 from opensandbox_core._errors import OpenSandboxError
 from opensandbox_core._session import OWNER_KEY
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from opensandbox_core import _errors
-from opensandbox_core._config import Connection, validate_env
+from opensandbox_core import _errors, _validate
+from opensandbox_core._config import Connection
 from opensandbox_core._errors import ConfigurationError, SandboxUnavailableError, ServerError
 from opensandbox_core._session import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY, AsyncSandboxSession
 
@@ -260,7 +260,7 @@ async def restore_snapshot(
     """
     snapshot_id = _check_id(snapshot_id)
     connection = connection or Connection()
-    extra = validate_env(metadata or {})
+    extra = _validate.env(metadata or {})
     if lifetime is not None and (isinstance(lifetime, bool) or not lifetime >= 60):
         raise ConfigurationError(f"lifetime must be None or at least 60 seconds, got {lifetime!r}.")
     token = uuid.uuid4().hex
