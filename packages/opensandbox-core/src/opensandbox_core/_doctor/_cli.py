@@ -75,12 +75,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--remove-idle-for",
-        "--remove-older-than",
         dest="remove_idle_for",
         type=parse_duration,
         metavar="AGE",
         help="remove sandboxes of these packages idle for at least AGE (e.g. 2h, 1d) by the "
-        "rule below; --remove-older-than is the former name, with the same rule",
+        "rule below",
     )
     parser.add_argument(
         "--stale-after",
@@ -127,7 +126,7 @@ def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Docto
         api_key=args.api_key,
         image=args.image,
         skip_sandbox=args.skip_sandbox,
-        remove_older_than=args.remove_idle_for,
+        remove_idle_for=args.remove_idle_for,
         stale_after=args.stale_after,
         match=match,
         owner=args.owner,
