@@ -43,7 +43,6 @@ from ._defaults import (
     RECOVER_TIMEOUT,
     WORKING_DIR,
 )
-from ._errors import ConfigurationError
 from ._files._filesystem import FileSystem
 from ._files._transfers import Transfers
 from ._files._upload import DirectoryUpload, UploadOptions, upload_directory
@@ -109,10 +108,12 @@ class AsyncSandboxSession:
         max_output: int = MAX_OUTPUT,
         recover_timeout: float = RECOVER_TIMEOUT,
     ) -> None:
-        if spec is not None and not isinstance(spec, SandboxSpec):
-            raise ConfigurationError("spec must be a SandboxSpec.")
-        if connection is not None and not isinstance(connection, Connection):
-            raise ConfigurationError("connection must be an opensandbox_core.Connection.")
+        if spec is not None:
+            _validate.instance(spec, SandboxSpec, "spec", "a SandboxSpec")
+        if connection is not None:
+            _validate.instance(
+                connection, Connection, "connection", "an opensandbox_core.Connection"
+            )
         _validate.one_of(
             spec,
             sandbox_id,
@@ -238,9 +239,7 @@ class AsyncSandboxSession:
         Direct or through the server proxy, as the connection says. The server routes any port
         (on Docker through execd's proxy); when it cannot expose one, this raises `ServerError`.
         """
-        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-            raise ConfigurationError(f"port must be an int between 1 and 65535, got {port!r}.")
-        return await self._life.endpoint(port)
+        return await self._life.endpoint(_validate.port(port))
 
     async def destroy(self) -> None:
         """Delete the sandbox, files included. Quiet when it is already gone; idempotent."""
@@ -345,8 +344,7 @@ class AsyncSandboxSession:
         output, without the Range downloads (the raw files are still deleted in the
         background). Output that breaks the promise may come back with line endings changed.
         """
-        if not isinstance(plain_lines, bool):
-            raise ConfigurationError("plain_lines must be a bool.")
+        _validate.flag(plain_lines, "plain_lines")
         return await self._commands.run(
             command,
             cwd=cwd,
@@ -442,4 +440,4 @@ class AsyncSandboxSession:
 
     async def _literal_cwd(self, command: str | Sequence[str], workdir: str) -> tuple[str, str]:
         """See `Commands.literal_cwd`."""
-        return await self._commands.literal_cwd(command, workdir)
+        return await self._commands.literal_cwd(_validate.command_text(command), workdir)

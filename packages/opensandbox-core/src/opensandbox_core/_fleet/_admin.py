@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
-from opensandbox_core import _errors
+from opensandbox_core import _errors, _validate
 from opensandbox_core._config import Connection
-from opensandbox_core._errors import ConfigurationError
 from opensandbox_core._session import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY
 
 if TYPE_CHECKING:
@@ -208,11 +207,7 @@ async def remove_sandboxes(
     `metadata` narrows the set further but is not a selector on its own.
     """
     wanted_ids = {i.strip() for i in ids} if ids is not None else None
-    if wanted_ids is None and owner is None and idle_for is None and not all_:
-        raise ConfigurationError(
-            "remove_sandboxes() was called without a selector, and would delete every sandbox "
-            "these packages ever created on the server: pass ids=, owner=, idle_for= or all_=True."
-        )
+    _validate.removal_selectors(wanted_ids, owner, idle_for, all_)
     if wanted_ids is not None and not wanted_ids:
         return []
     match = dict(metadata or {})
