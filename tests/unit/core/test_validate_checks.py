@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
-from opensandbox_core import ConfigurationError, SandboxSpec
+from opensandbox_core import AsyncSandboxSession, ConfigurationError, SandboxSpec
 from opensandbox_core import _defaults as defaults
 from opensandbox_core import _validate as check
 from opensandbox_core._validate import ArgumentTypeError
+from opensandbox_core.testing import FakeOpenSandbox
 
 
 @pytest.mark.parametrize(
@@ -128,3 +130,33 @@ def test_defaults_are_the_documented_values() -> None:
     assert defaults.DOMAIN == "localhost:8080"
     assert set(defaults.__all__) <= set(vars(defaults))
     assert set(check.__all__) <= set(vars(check))
+
+
+@pytest.mark.parametrize("framing", ["legacy", "modern"])
+async def test_a_command_checks_each_argument_once(
+    monkeypatch: pytest.MonkeyPatch, framing: Literal["legacy", "modern"]
+) -> None:
+    # One check per argument on each path: `run` used to check its command text twice.
+    calls: Counter[str] = Counter()
+
+    def counting(name: str) -> Any:
+        real = getattr(check, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            calls[name] += 1
+            return real(*args, **kwargs)
+
+        return counted
+
+    for name in ("command_text", "timeout", "env", "output_cap"):
+        monkeypatch.setattr(check, name, counting(name))
+    fake = FakeOpenSandbox(framing=framing)
+    async with AsyncSandboxSession(SandboxSpec(image="img"), connection=fake.connection()) as sb:
+        await sb.start()
+        calls.clear()
+        result = await sb.run(["echo", "a b"], env={"A": "1"}, timeout=5)
+        assert result.stdout == "a b\n"
+        assert dict(calls) == {"command_text": 1, "timeout": 1, "env": 1, "output_cap": 1}
+        calls.clear()
+        await sb.start_background("sleep 1", timeout=5)
+        assert dict(calls) == {"command_text": 1, "timeout": 1, "env": 1}
