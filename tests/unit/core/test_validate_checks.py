@@ -61,6 +61,33 @@ from opensandbox_core.testing import FakeOpenSandbox
         (lambda: check.byte_data("text"), ArgumentTypeError, "must be bytes"),
         (lambda: check.request_timeout(0), ConfigurationError, "request_timeout"),
         (lambda: check.domain(""), ConfigurationError, "localhost:8080"),
+        # The core's own checks (not in `opensandbox_core.validation`).
+        (lambda: check.flag(1, "plain_lines"), ConfigurationError, "plain_lines must be a bool"),
+        (lambda: check.choice("x", "framing", ("a", "b")), ConfigurationError, "'a' or 'b'"),
+        (lambda: check.instance(1, str, "spec", "a SandboxSpec"), ConfigurationError, "a Sand"),
+        (lambda: check.sequence_of("ab", str, "volumes", "V"), ConfigurationError, "sequence"),
+        (lambda: check.sequence_of([1], str, "volumes", "V"), ConfigurationError, "of V"),
+        (lambda: check.int_at_least(0, "attempts", 1), ConfigurationError, "at least 1, got 0"),
+        (lambda: check.volume("A", "/m", "/h", None, False, None), ConfigurationError, "DNS"),
+        (lambda: check.volume("a", "m", "/h", None, False, None), ConfigurationError, "absolute"),
+        (lambda: check.volume("a", "/m", None, None, False, None), ConfigurationError, "one of"),
+        (lambda: check.volume("a", "/m", "/h", None, 1, None), ConfigurationError, "read_only"),
+        (lambda: check.volume("a", "/m", "/h", None, False, "../x"), ConfigurationError, "'..'"),
+        (lambda: check.egress_rule("drop", "x.org"), ConfigurationError, "'allow' or 'deny'"),
+        (lambda: check.egress_rule("allow", "a b"), ConfigurationError, "such as 'pypi.org'"),
+        (lambda: check.write_data("text"), ConfigurationError, "async iterable of bytes"),
+        (lambda: check.replacement("", "x"), ConfigurationError, "old must be a non-empty"),
+        (lambda: check.remote_dir(""), ConfigurationError, "remote_dir must be"),
+        (lambda: check.exclude_patterns("*.log"), ConfigurationError, "not one string"),
+        (lambda: check.exclude_patterns(["/"]), ConfigurationError, "non-empty strings"),
+        (lambda: check.keep_running(" ", "/dev/null"), ConfigurationError, "shell command line"),
+        (lambda: check.keep_running("x", ""), ConfigurationError, "log must be"),
+        (lambda: check.started_session(None), ConfigurationError, "no sandbox yet"),
+        (lambda: check.snapshot_source(" "), ConfigurationError, "non-empty sandbox id"),
+        (lambda: check.snapshot_id(""), ConfigurationError, "snapshot_id must be"),
+        (lambda: check.restore_lifetime(59), ConfigurationError, "at least 60 seconds"),
+        (lambda: check.restore_lifetime("1h"), ConfigurationError, "at least 60 seconds"),
+        (lambda: check.removal_selectors(None, None, None, False), ConfigurationError, "ids="),
         (
             lambda: check.one_of(None, None, create_name="image=", attach_name="ref="),
             ConfigurationError,
@@ -113,6 +140,11 @@ def test_good_values_come_back_normalised() -> None:
     assert check.mode(None) is None and check.mode(0o4755) == 0o4755
     assert check.byte_data(bytearray(b"x")) == b"x"
     assert check.entrypoint(("a", "b")) == ["a", "b"]
+    assert check.write_data(memoryview(b"x")) == b"x"
+    assert check.exclude_patterns(None) == () and check.exclude_patterns(["*.log"]) == ("*.log",)
+    assert check.snapshot_source(" sb-1 ") == "sb-1" and check.snapshot_id(" s ") == "s"
+    assert check.restore_lifetime(None) is None and check.restore_lifetime(60) == 60.0
+    assert check.int_at_least(3, "n", 1) == 3 and check.choice("a", "x", ("a",)) == "a"
 
 
 def test_the_spec_uses_the_same_checks_and_defaults() -> None:

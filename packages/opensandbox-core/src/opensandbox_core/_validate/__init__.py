@@ -8,7 +8,7 @@ value return it. Each call path checks an argument once; nothing outside this pa
 a bad argument (`tests/unit/test_repo_rules.py` holds the core to that, with the few raises of
 other kinds it allows and why).
 
-Single values (`_values`, public as `opensandbox_core.validation`, `__all__` below):
+Single values (`_values`; its `__all__` is this package's and `opensandbox_core.validation`'s):
 
 - time: `seconds` (a number with a minimum), `timeout` (command timeouts, None allowed),
   `duration` (number or `timedelta`), `idle_lifetime` (None or 0 = no limit), `zero_is_none`;
@@ -20,7 +20,8 @@ Single values (`_values`, public as `opensandbox_core.validation`, `__all__` bel
 - sandboxes: `image`, `entrypoint`, `sandbox_id`, `one_of` (create or attach, not both),
   `non_empty_string`, `byte_data`, `request_timeout`, `domain`.
 
-Also there, for the core only: `flag`, `choice`, `instance`, `sequence_of`, `int_at_least`.
+Also there, for the core only (imported `as` themselves below, not in `__all__`): `flag`,
+`choice`, `instance`, `sequence_of`, `int_at_least`.
 
 The core's own calls (`_calls`, core only): `volume`, `egress_rule`, `network_policy`,
 `create_options` (a `SandboxSpec`'s create options); `write_data`, `replacement`, `remote_dir`,
@@ -42,69 +43,10 @@ from ._calls import snapshot_source as snapshot_source
 from ._calls import started_session as started_session
 from ._calls import volume as volume
 from ._calls import write_data as write_data
-from ._values import (
-    ArgumentTypeError,
-    argv,
-    byte_data,
-    command_form,
-    command_text,
-    domain,
-    duration,
-    entrypoint,
-    env,
-    idle_lifetime,
-    image,
-    int_between,
-    max_output,
-    mode,
-    non_empty_string,
-    non_negative_int,
-    one_of,
-    output_cap,
-    path,
-    port,
-    positive_int,
-    request_timeout,
-    sandbox_id,
-    seconds,
-    timeout,
-    working_dir,
-    zero_is_none,
-)
+from ._values import *  # noqa: F403  (the public checks, `opensandbox_core.validation`)
+from ._values import __all__ as __all__
 from ._values import choice as choice
 from ._values import flag as flag
 from ._values import instance as instance
 from ._values import int_at_least as int_at_least
 from ._values import sequence_of as sequence_of
-
-# The public checks (`opensandbox_core.validation`); the names imported `as` themselves above are
-# the core's own.
-__all__ = [
-    "ArgumentTypeError",
-    "argv",
-    "byte_data",
-    "command_form",
-    "command_text",
-    "domain",
-    "duration",
-    "entrypoint",
-    "env",
-    "idle_lifetime",
-    "image",
-    "int_between",
-    "max_output",
-    "mode",
-    "non_empty_string",
-    "non_negative_int",
-    "one_of",
-    "output_cap",
-    "path",
-    "port",
-    "positive_int",
-    "request_timeout",
-    "sandbox_id",
-    "seconds",
-    "timeout",
-    "working_dir",
-    "zero_is_none",
-]

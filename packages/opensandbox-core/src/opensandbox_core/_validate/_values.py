@@ -1,6 +1,7 @@
-"""The checks of single values, shared by the core and its adapters (the public
-`opensandbox_core.validation`): time, commands, environment, places, sizes, sandboxes, and the
-generic `flag`, `choice`, `instance`, `sequence_of` and `int_at_least`. See the package docstring.
+"""The checks of single values, shared by the core and its adapters: time, commands,
+environment, places, sizes, sandboxes (`__all__`, public as `opensandbox_core.validation`), and
+the generic `flag`, `choice`, `instance`, `sequence_of` and `int_at_least` for the core. See the
+package docstring.
 """
 
 from __future__ import annotations
@@ -18,18 +19,14 @@ __all__ = [
     "ArgumentTypeError",
     "argv",
     "byte_data",
-    "choice",
     "command_form",
     "command_text",
     "domain",
     "duration",
     "entrypoint",
     "env",
-    "flag",
     "idle_lifetime",
     "image",
-    "instance",
-    "int_at_least",
     "int_between",
     "max_output",
     "mode",
@@ -43,7 +40,6 @@ __all__ = [
     "request_timeout",
     "sandbox_id",
     "seconds",
-    "sequence_of",
     "timeout",
     "working_dir",
     "zero_is_none",
