@@ -17,10 +17,9 @@ import pytest
 
 from deepagents_opensandbox_backend import OpenSandboxBackend as DeepAgentsBackend
 from deepagents_opensandbox_backend._backend import _timed_out
-from deepagents_opensandbox_backend._mapping import lifetime_seconds
-from opensandbox_core import CommandTimeoutError, SandboxSpec
-from opensandbox_core._config import DEFAULT_LIFETIME
+from opensandbox_core import CommandTimeoutError, SandboxSpec, defaults
 from opensandbox_core._lifecycle._lifetime import renewal_interval, renewing
+from opensandbox_core.validation import idle_lifetime
 from pydantic_ai_opensandbox import OpenSandbox
 from pydantic_ai_opensandbox import OpenSandboxBackend as PydanticBackend
 
@@ -34,10 +33,10 @@ def _default(function: Any, name: str) -> Any:
 
 
 def test_every_package_defaults_to_thirty_idle_minutes() -> None:
-    assert DEFAULT_LIFETIME == 1800
+    assert defaults.LIFETIME == 1800
     assert SandboxSpec(image="img").lifetime == 1800
     for create in (DeepAgentsBackend.create, DeepAgentsBackend.acreate):
-        assert lifetime_seconds(_default(create, "timeout")) == 1800
+        assert idle_lifetime(_default(create, "timeout")) == 1800
     assert OpenSandbox().sandbox_timeout == 1800
     assert _default(OpenSandbox.from_spec, "sandbox_timeout") == 1800
     assert _default(PydanticBackend, "sandbox_timeout") == 1800
@@ -47,8 +46,8 @@ def test_every_package_defaults_to_thirty_idle_minutes() -> None:
 
 def test_no_limit_is_none_everywhere() -> None:
     assert SandboxSpec(image="img", lifetime=None).lifetime is None
-    assert lifetime_seconds(None) is None
-    assert lifetime_seconds(0) is None  # the Deep Agents seed's spelling, still accepted
+    assert idle_lifetime(None) is None
+    assert idle_lifetime(0) is None  # the Deep Agents seed's spelling, still accepted
     spec = PydanticBackend(image="img", sandbox_timeout=None).session.spec
     assert spec is not None and spec.lifetime is None
     # Attaching without a value leaves the lifetime its creator set.

@@ -1,4 +1,5 @@
-"""Rules about the monorepo itself: lockstep versions, dependency direction, typed packages."""
+"""Rules about the monorepo itself: lockstep versions, dependency direction, typed packages,
+the core's argument checks in one place."""
 
 from __future__ import annotations
 
@@ -190,3 +191,104 @@ def test_packages_use_only_public_framework_names_and_run_no_source() -> None:
 def test_the_framework_rule_catches(source: str) -> None:
     assert framework_rule_breaks(source, "m.py")
     assert not framework_rule_breaks("from deepagents.backends.sandbox import BaseSandbox", "m")
+
+
+# -- argument checks live in `_validate` -------------------------------------------------------
+
+CORE = ROOT / "packages/opensandbox-core/src/opensandbox_core"
+ARGUMENT_ERRORS = frozenset({"ConfigurationError", "ArgumentTypeError", "ValueError", "TypeError"})
+
+NOT_ARGUMENT_CHECKS = {
+    ("_commands/_background.py", "BackgroundProcess._life"): (
+        "a handle built without a session: how the object was made, not a bad argument"
+    ),
+    ("_doctor/_context.py", "parse_duration"): (
+        "the doctor CLI's argparse `type=` converter: argparse turns its ValueError into a "
+        "usage error"
+    ),
+    ("_files/_fallback.py", "parse_special_read"): (
+        "a helper command's output that does not parse; the caller reports it as a failure"
+    ),
+    ("_files/_fallback.py", "parse_records"): (
+        "a helper command's output that does not parse; the caller reports it as a failure"
+    ),
+    ("_files/_filesystem.py", "FileSystem._refuse_protected"): (
+        "refuses a resolved target that is the session's working directory or an ancestor: "
+        "depends on the session, not on the argument alone"
+    ),
+    ("_files/_transfers.py", "Transfers.replace_text"): (
+        "execd would rewrite the resolved path ($, ~, ..): a limit of /files/replace, decided "
+        "by the files facet's rules, not a malformed argument"
+    ),
+    ("_files/_upload.py", "_plan"): (
+        "local_dir must exist on this machine: known only by looking (I/O, in a thread)"
+    ),
+    ("_fleet/_pool.py", "SandboxPool.start"): "the pool is closed: its state, not an argument",
+    ("_fleet/_pool.py", "SandboxPool.acquire"): "the pool is closed: its state, not an argument",
+    ("_lifecycle/_reach.py", "probe"): (
+        "the sandbox could not enter working_dir: the probe's answer, after I/O"
+    ),
+}
+"""The core's raises of argument-error types outside `_validate`, each with why it is not an
+argument check (keyed by module and enclosing function)."""
+
+
+def argument_raises(source: str) -> list[tuple[str, int]]:
+    """(enclosing function, line) of each `raise` of ConfigurationError, ArgumentTypeError,
+    ValueError or TypeError (by name or as `module.Name`, called or not)."""
+    found: list[tuple[str, int]] = []
+
+    def visit(node: ast.AST, scope: tuple[str, ...]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                visit(child, (*scope, child.name))
+                continue
+            if isinstance(child, ast.Raise) and child.exc is not None:
+                exc = child.exc.func if isinstance(child.exc, ast.Call) else child.exc
+                name = getattr(exc, "id", None) or getattr(exc, "attr", None)
+                if name in ARGUMENT_ERRORS:
+                    found.append((".".join(scope) or "<module>", child.lineno))
+            visit(child, scope)
+
+    visit(ast.parse(source), ())
+    return found
+
+
+def _core_argument_raises() -> dict[tuple[str, str], list[int]]:
+    sites: dict[tuple[str, str], list[int]] = {}
+    for path in sorted(CORE.rglob("*.py")):
+        module = path.relative_to(CORE).as_posix()
+        if module.startswith("_validate/"):
+            continue
+        for scope, line in argument_raises(path.read_text()):
+            sites.setdefault((module, scope), []).append(line)
+    return sites
+
+
+def test_argument_checks_live_in_validate() -> None:
+    # Every argument check once, in `_validate`: a raise for a bad argument anywhere else is a
+    # second copy of a rule (or one that `opensandbox_core.validation` should offer).
+    sites = _core_argument_raises()
+    outside = {
+        f"{module}:{lines[0]} in {scope}"
+        for (module, scope), lines in sites.items()
+        if (module, scope) not in NOT_ARGUMENT_CHECKS
+    }
+    assert not outside, f"argument checks outside _validate (move them there): {sorted(outside)}"
+    stale = set(NOT_ARGUMENT_CHECKS) - set(sites)
+    assert not stale, f"NOT_ARGUMENT_CHECKS names raises that are gone: {sorted(stale)}"
+
+
+@pytest.mark.parametrize(
+    ("source", "scope"),
+    [
+        ("def f(x):\n    raise ConfigurationError(f'x must be an int, got {x!r}.')", "f"),
+        ("class A:\n    def m(self):\n        raise _errors.ConfigurationError('no')", "A.m"),
+        ("async def f():\n    if True:\n        raise ValueError('bad') from None", "f"),
+        ("raise TypeError", "<module>"),
+        ("def f():\n    raise _validate.ArgumentTypeError('x must be a str.')", "f"),
+    ],
+)
+def test_the_argument_check_rule_catches(source: str, scope: str) -> None:
+    assert [s for s, _ in argument_raises(source)] == [scope]
+    assert not argument_raises("def f():\n    raise ServerError('x')\n    raise OSError(5, 'x')")

@@ -93,7 +93,7 @@ async def test_remove_sandboxes_by_age(sandbox_image: str) -> None:
     sandbox_id = await session.start()
     from datetime import timedelta
 
-    assert sandbox_id not in await remove_sandboxes(older_than=timedelta(hours=1))
+    assert sandbox_id not in await remove_sandboxes(idle_for=timedelta(hours=1))
     assert sandbox_id in {s.id for s in await list_sandboxes()}
     await session.destroy()
 

@@ -3,7 +3,7 @@
 Four sandboxes of these packages, all tagged for this test only: a dead one (its entrypoint exits
 with an error: the server lists it as Failed), one without expiry (kept until deleted), one in use
 (expiring, renewed by a command just run) and one without expiry of another owner.
-`--remove-older-than 0s` removes only the dead one; with `--owner` and `--include-no-expiry` the
+`--remove-idle-for 0s` removes only the dead one; with `--owner` and `--include-no-expiry` the
 owner's idle sandbox goes too, while the other owner's and the one in use stay.
 """
 
@@ -82,7 +82,7 @@ async def test_leftovers_by_idle_time_and_owner(
         assert "1 expiring" in report.summary and "2 without expiry" in report.summary
 
         # What docs/kubernetes.md used to recommend, at its most aggressive: only the dead one.
-        results = await run_doctor(options(remove_older_than=timedelta(0)))
+        results = await run_doctor(options(remove_idle_for=timedelta(0)))
         report = {r.name: r for r in results}["leftovers"]
         assert (report.status, report.data["removed"]) == ("PASS", [dead])
         left = {s.id for s in await list_sandboxes(connection, metadata=tag)}
@@ -90,7 +90,7 @@ async def test_leftovers_by_idle_time_and_owner(
 
         # The owner's idle sandbox, counted without expiry: the other owner's and the one in use stay.
         results = await run_doctor(
-            options(remove_older_than=timedelta(0), owner=kept.owner_token, include_no_expiry=True)
+            options(remove_idle_for=timedelta(0), owner=kept.owner_token, include_no_expiry=True)
         )
         report = {r.name: r for r in results}["leftovers"]
         assert (report.status, report.data["removed"]) == ("PASS", [kept.id])

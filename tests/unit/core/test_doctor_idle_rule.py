@@ -126,7 +126,6 @@ class ListingServer:
     ("selectors", "removed"),
     [
         ({"idle_for": DAY}, ["dead", "expired"]),
-        ({"older_than": DAY}, ["dead", "expired"]),  # the former name: the same rule
         ({"idle_for": DAY, "include_no_expiry": True}, ["dead", "expired", "kept"]),
         ({"idle_for": DAY, "owner": "bob"}, []),
         ({"idle_for": timedelta(0), "owner": "bob", "include_no_expiry": True}, ["kept"]),
@@ -155,7 +154,7 @@ async def test_doctor_leftovers_judges_idle_not_age() -> None:
     assert "1 expiring" in report.summary and "1 without expiry" in report.summary
     assert "--remove-idle-for" in (report.fix or "")
     assert server.deleted == []
-    removing = DoctorOptions(domain="127.0.0.1:9", api_key="k", remove_older_than=DAY,
+    removing = DoctorOptions(domain="127.0.0.1:9", api_key="k", remove_idle_for=DAY,
                              transport=httpx.MockTransport(server))  # fmt: skip
     report = (await run_checks(removing, leftovers))[1]
     assert (report.status, report.data["removed"]) == ("PASS", ["dead", "expired"])

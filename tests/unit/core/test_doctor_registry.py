@@ -227,6 +227,6 @@ def test_help_documents_the_idle_rule(capsys: pytest.CaptureFixture[str]) -> Non
     with pytest.raises(SystemExit):
         main(["--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "--remove-older-than" in text and "--remove-idle-for" in text
+    assert "--remove-idle-for" in text and "--remove-older-than" not in text
     assert "expiring one (expiresAt in the future) is always kept" in text
     assert "never by age alone" in text

@@ -214,7 +214,7 @@ def test_main_exit_status_and_json(
     assert doc["ok"] is False and doc["checks"][0]["status"] == "FAIL"
     assert KEY not in out
     with pytest.raises(SystemExit) as exc:
-        main(["--remove-older-than", "soon"])
+        main(["--remove-idle-for", "soon"])
     assert exc.value.code == 2
     with pytest.raises(SystemExit):
         main(["--match", "novalue"])

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
-from opensandbox_core import ConfigurationError, SandboxSpec
+from opensandbox_core import AsyncSandboxSession, ConfigurationError, SandboxSpec
 from opensandbox_core import _defaults as defaults
 from opensandbox_core import _validate as check
 from opensandbox_core._validate import ArgumentTypeError
+from opensandbox_core.testing import FakeOpenSandbox
 
 
 @pytest.mark.parametrize(
@@ -59,6 +61,33 @@ from opensandbox_core._validate import ArgumentTypeError
         (lambda: check.byte_data("text"), ArgumentTypeError, "must be bytes"),
         (lambda: check.request_timeout(0), ConfigurationError, "request_timeout"),
         (lambda: check.domain(""), ConfigurationError, "localhost:8080"),
+        # The core's own checks (not in `opensandbox_core.validation`).
+        (lambda: check.flag(1, "plain_lines"), ConfigurationError, "plain_lines must be a bool"),
+        (lambda: check.choice("x", "framing", ("a", "b")), ConfigurationError, "'a' or 'b'"),
+        (lambda: check.instance(1, str, "spec", "a SandboxSpec"), ConfigurationError, "a Sand"),
+        (lambda: check.sequence_of("ab", str, "volumes", "V"), ConfigurationError, "sequence"),
+        (lambda: check.sequence_of([1], str, "volumes", "V"), ConfigurationError, "of V"),
+        (lambda: check.int_at_least(0, "attempts", 1), ConfigurationError, "at least 1, got 0"),
+        (lambda: check.volume("A", "/m", "/h", None, False, None), ConfigurationError, "DNS"),
+        (lambda: check.volume("a", "m", "/h", None, False, None), ConfigurationError, "absolute"),
+        (lambda: check.volume("a", "/m", None, None, False, None), ConfigurationError, "one of"),
+        (lambda: check.volume("a", "/m", "/h", None, 1, None), ConfigurationError, "read_only"),
+        (lambda: check.volume("a", "/m", "/h", None, False, "../x"), ConfigurationError, "'..'"),
+        (lambda: check.egress_rule("drop", "x.org"), ConfigurationError, "'allow' or 'deny'"),
+        (lambda: check.egress_rule("allow", "a b"), ConfigurationError, "such as 'pypi.org'"),
+        (lambda: check.write_data("text"), ConfigurationError, "async iterable of bytes"),
+        (lambda: check.replacement("", "x"), ConfigurationError, "old must be a non-empty"),
+        (lambda: check.remote_dir(""), ConfigurationError, "remote_dir must be"),
+        (lambda: check.exclude_patterns("*.log"), ConfigurationError, "not one string"),
+        (lambda: check.exclude_patterns(["/"]), ConfigurationError, "non-empty strings"),
+        (lambda: check.keep_running(" ", "/dev/null"), ConfigurationError, "shell command line"),
+        (lambda: check.keep_running("x", ""), ConfigurationError, "log must be"),
+        (lambda: check.started_session(None), ConfigurationError, "no sandbox yet"),
+        (lambda: check.snapshot_source(" "), ConfigurationError, "non-empty sandbox id"),
+        (lambda: check.snapshot_id(""), ConfigurationError, "snapshot_id must be"),
+        (lambda: check.restore_lifetime(59), ConfigurationError, "at least 60 seconds"),
+        (lambda: check.restore_lifetime("1h"), ConfigurationError, "at least 60 seconds"),
+        (lambda: check.removal_selectors(None, None, None, False), ConfigurationError, "ids="),
         (
             lambda: check.one_of(None, None, create_name="image=", attach_name="ref="),
             ConfigurationError,
@@ -111,6 +140,11 @@ def test_good_values_come_back_normalised() -> None:
     assert check.mode(None) is None and check.mode(0o4755) == 0o4755
     assert check.byte_data(bytearray(b"x")) == b"x"
     assert check.entrypoint(("a", "b")) == ["a", "b"]
+    assert check.write_data(memoryview(b"x")) == b"x"
+    assert check.exclude_patterns(None) == () and check.exclude_patterns(["*.log"]) == ("*.log",)
+    assert check.snapshot_source(" sb-1 ") == "sb-1" and check.snapshot_id(" s ") == "s"
+    assert check.restore_lifetime(None) is None and check.restore_lifetime(60) == 60.0
+    assert check.int_at_least(3, "n", 1) == 3 and check.choice("a", "x", ("a",)) == "a"
 
 
 def test_the_spec_uses_the_same_checks_and_defaults() -> None:
@@ -128,3 +162,33 @@ def test_defaults_are_the_documented_values() -> None:
     assert defaults.DOMAIN == "localhost:8080"
     assert set(defaults.__all__) <= set(vars(defaults))
     assert set(check.__all__) <= set(vars(check))
+
+
+@pytest.mark.parametrize("framing", ["legacy", "modern"])
+async def test_a_command_checks_each_argument_once(
+    monkeypatch: pytest.MonkeyPatch, framing: Literal["legacy", "modern"]
+) -> None:
+    # One check per argument on each path: `run` used to check its command text twice.
+    calls: Counter[str] = Counter()
+
+    def counting(name: str) -> Any:
+        real = getattr(check, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            calls[name] += 1
+            return real(*args, **kwargs)
+
+        return counted
+
+    for name in ("command_text", "timeout", "env", "output_cap"):
+        monkeypatch.setattr(check, name, counting(name))
+    fake = FakeOpenSandbox(framing=framing)
+    async with AsyncSandboxSession(SandboxSpec(image="img"), connection=fake.connection()) as sb:
+        await sb.start()
+        calls.clear()
+        result = await sb.run(["echo", "a b"], env={"A": "1"}, timeout=5)
+        assert result.stdout == "a b\n"
+        assert dict(calls) == {"command_text": 1, "timeout": 1, "env": 1, "output_cap": 1}
+        calls.clear()
+        await sb.start_background("sleep 1", timeout=5)
+        assert dict(calls) == {"command_text": 1, "timeout": 1, "env": 1}

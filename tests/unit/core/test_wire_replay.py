@@ -31,8 +31,8 @@ from opensandbox_core import (
     Connection,
     Framing,
     UnsupportedDaemonError,
+    defaults,
 )
-from opensandbox_core import _session as session_module
 from opensandbox_core._commands._output import WARNED_REBUILT
 from opensandbox_core._lifecycle import _reach
 from opensandbox_core._lifecycle._sandbox import SandboxLifecycle
@@ -378,9 +378,7 @@ async def test_run_is_byte_exact_from_the_raw_files(
         f"/tmp/{cid}.stderr",
         f"/tmp/{cid}.stdout",
     ]
-    assert {r.headers["Range"] for r in downloads} == {
-        f"bytes=0-{session_module.DEFAULT_MAX_OUTPUT}"
-    }
+    assert {r.headers["Range"] for r in downloads} == {f"bytes=0-{defaults.MAX_OUTPUT}"}
     # ...and both files are deleted in one request, in the background (closing waits for it);
     # the probe cleaned up its own files too.
     await session.aclose()

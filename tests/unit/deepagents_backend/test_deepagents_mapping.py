@@ -21,7 +21,6 @@ from deepagents_opensandbox_backend._mapping import (
     default_entrypoint,
     entrypoint_argv,
     execute_timeout,
-    lifetime_seconds,
     split_image,
     transfer_error,
 )
@@ -36,6 +35,7 @@ from opensandbox_core import (
     TransferResult,
 )
 from opensandbox_core.testing import FakeOpenSandbox
+from opensandbox_core.validation import idle_lifetime
 
 SECRET = "sk-unit-test-secret-0123456789"
 
@@ -242,14 +242,14 @@ def test_execute_timeouts() -> None:
 
 
 def test_lifetimes() -> None:
-    assert lifetime_seconds(timedelta(minutes=30)) == 1800.0
-    assert lifetime_seconds(None) is None
-    assert lifetime_seconds(0) is None
-    assert lifetime_seconds(90) == 90.0
+    assert idle_lifetime(timedelta(minutes=30)) == 1800.0
+    assert idle_lifetime(None) is None
+    assert idle_lifetime(0) is None
+    assert idle_lifetime(90) == 90.0
     with pytest.raises(ConfigurationError):
-        lifetime_seconds(timedelta(seconds=-1))
+        idle_lifetime(timedelta(seconds=-1))
     with pytest.raises(ConfigurationError):
-        lifetime_seconds(0.5)
+        idle_lifetime(0.5)
 
 
 # -- construction ------------------------------------------------------------------------------

@@ -28,14 +28,13 @@ from opensandbox_core import (
     ConfigurationError,
     Connection,
     Framing,
+    validation,
 )
-from opensandbox_core._config import validate_env
 from opensandbox_core._lifecycle._sandbox import Ready as _Ready
 from opensandbox_core._validate import command_text as _command_text
+from opensandbox_core._validate import env as _check_env
 from opensandbox_core._validate import timeout as _check_timeout
 from opensandbox_core._wire._execd import ExecdEndpoint
-from pydantic_ai_opensandbox._backend import _check_timeout as pydantic_check_timeout
-from pydantic_ai_opensandbox._backend import _command_line, check_env
 
 # Any string at all: control characters, NUL, newlines, quotes, lone surrogates (non-UTF-8).
 ANY_TEXT = st.text(st.characters(), max_size=200)
@@ -161,13 +160,13 @@ def test_non_string_path_is_refused(path: Any) -> None:
 ENV_ITEMS = st.one_of(STRINGS, st.integers(), st.none(), st.binary(max_size=5))
 
 
-# -- the adapters' own argument checks ---------------------------------------------------------
+# -- the adapters' argument checks -----------------------------------------------------------
 
 
 @given(command=st.one_of(STRINGS, st.lists(STRINGS, max_size=5)), shell=st.booleans())
-def test_pydantic_command_line_is_exact_or_type_or_value_error(command: Any, shell: bool) -> None:
+def test_pydantic_command_form_is_exact_or_type_or_value_error(command: Any, shell: bool) -> None:
     try:
-        got = _command_line(command, shell)
+        got = validation.command_form(command, shell)
     except (TypeError, ValueError):
         return
     if isinstance(command, str):
@@ -206,7 +205,9 @@ TIMEOUT_RULES = {
     "core": _TimeoutRule(
         lambda v: _check_timeout(v, allow_none=True), "default", "refused", "refused"
     ),
-    "pydantic_ai": _TimeoutRule(pydantic_check_timeout, "default", "refused", "refused"),
+    # The Pydantic AI backend checks with the core's public `validation.timeout` (before it
+    # starts the sandbox): the same rule, through the name the backend calls.
+    "pydantic_ai": _TimeoutRule(validation.timeout, "default", "refused", "refused"),
     # The execute tool's seconds: 0 means no limit; no upper bound of its own.
     "deepagents": _TimeoutRule(execute_timeout, "refused", "no limit", "kept"),
 }
@@ -242,8 +243,8 @@ def _deep_env(env: Any) -> Any:
 
 
 ENV_CHECKS: dict[str, Callable[[Any], Any]] = {
-    "core": validate_env,
-    "pydantic_ai": check_env,
+    "core": _check_env,
+    "pydantic_ai": validation.env,
     "deepagents": _deep_env,
 }
 

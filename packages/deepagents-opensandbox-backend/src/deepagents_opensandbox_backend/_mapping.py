@@ -34,7 +34,6 @@ __all__ = [
     "combined_output",
     "default_entrypoint",
     "execute_timeout",
-    "lifetime_seconds",
     "transfer_error",
 ]
 
@@ -128,9 +127,6 @@ def transfer_error(result: TransferResult) -> FileOperationError | None:
 
 
 # -- time values and output -----------------------------------------------------------------
-
-lifetime_seconds = _validate.idle_lifetime
-"""A sandbox idle lifetime in seconds; None (or zero) keeps the sandbox until it is killed."""
 
 
 def execute_timeout(value: object) -> float | None:

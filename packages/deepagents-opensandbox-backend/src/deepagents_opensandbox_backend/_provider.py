@@ -118,12 +118,6 @@ def _split(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
     return options, snapshot.strip() if snapshot is not None else None
 
 
-def _check_id(sandbox_id: object) -> str:
-    if not isinstance(sandbox_id, str) or not sandbox_id.strip():
-        raise ConfigurationError(f"sandbox_id must be a non-empty string, got {sandbox_id!r}.")
-    return sandbox_id.strip()
-
-
 def _create_options(options: dict[str, Any]) -> SandboxOptions:
     if "image" not in options and os.environ.get(IMAGE_ENV, "").strip():
         options = {**options, "image": os.environ[IMAGE_ENV].strip()}
@@ -241,12 +235,13 @@ class OpenSandboxProvider(_ProviderBase):
         return self._own(backend)
 
     @staticmethod
-    def _attach_checks(sandbox_id: object, snapshot: str | None) -> str:
+    def _attach_checks(sandbox_id: str, snapshot: str | None) -> str:
+        # The id itself is checked by the core's attach, before any request.
         if snapshot is not None:
             raise ConfigurationError(
                 "snapshot cannot be combined with sandbox_id: a snapshot starts a new sandbox."
             )
-        return _check_id(sandbox_id)
+        return sandbox_id
 
     @staticmethod
     async def _restore(snapshot: str, options: SandboxOptions) -> OpenSandboxBackend:
@@ -270,10 +265,9 @@ class OpenSandboxProvider(_ProviderBase):
         return backend
 
     # -- delete -----------------------------------------------------------------------------
-    def _take(self, sandbox_id: object, force: bool, kwargs: Mapping[str, Any]) -> Any:
-        """The backend that created `sandbox_id` here (removed from the list), else the
-        connection to delete it with when `force` is set."""
-        sandbox_id = _check_id(sandbox_id)
+    def _take(self, sandbox_id: str, force: bool, kwargs: Mapping[str, Any]) -> Any:
+        """The backend that created `sandbox_id` (checked) here (removed from the list), else
+        the connection to delete it with when `force` is set."""
         unknown = sorted(set(kwargs) - _CONNECTION_FIELDS)
         if unknown:
             raise ConfigurationError(
@@ -297,19 +291,21 @@ class OpenSandboxProvider(_ProviderBase):
         Idempotent for a created sandbox that is already gone. `kwargs`: the server
         (`domain`, `api_key`, `use_server_proxy`) for `force=True` on another sandbox.
         """
+        sandbox_id = _validate.sandbox_id(sandbox_id)
         target = self._take(sandbox_id, force, kwargs)
         if isinstance(target, OpenSandboxBackend):
             target.kill()
         else:
-            run_blocking(destroy_sandbox(_check_id(sandbox_id), target))
+            run_blocking(destroy_sandbox(sandbox_id, target))
 
     async def adelete(self, *, sandbox_id: str, force: bool = False, **kwargs: Any) -> None:
         """`delete()` on the caller's event loop."""
+        sandbox_id = _validate.sandbox_id(sandbox_id)
         target = self._take(sandbox_id, force, kwargs)
         if isinstance(target, OpenSandboxBackend):
             await target.akill()
         else:
-            await destroy_sandbox(_check_id(sandbox_id), target)
+            await destroy_sandbox(sandbox_id, target)
 
     def __repr__(self) -> str:
         with self._lock:

@@ -25,17 +25,7 @@ if TYPE_CHECKING:
 
     from ._create import NetworkPolicy, Volume
 
-__all__ = ["DEFAULT_DOMAIN", "DEFAULT_LIFETIME", "Connection", "SandboxSpec"]
-
-DEFAULT_DOMAIN = _defaults.DOMAIN
-DEFAULT_LIFETIME = _defaults.LIFETIME
-"""Seconds a created sandbox may stay unused before the server deletes it, unless told otherwise.
-
-The same 30 minutes in every package (the Deep Agents seed's `timeout` default); see the lifetime
-table in `docs/architecture.md`. While an operation runs, the sandbox is renewed (see `_lifetime`).
-"""
-ENV_DOMAIN = _defaults.ENV_DOMAIN
-ENV_API_KEY = _defaults.ENV_API_KEY
+__all__ = ["Connection", "SandboxSpec"]
 
 _OUR_PACKAGES = ("opensandbox_core", "deepagents_opensandbox_backend", "pydantic_ai_opensandbox")
 
@@ -55,7 +45,7 @@ def _warn_insecure() -> None:
     warnings.warn(
         "No API key is configured for the OpenSandbox server: anyone who can reach it can run "
         "commands in its sandboxes. Set [server] api_key in the server's config and pass the same "
-        f"value as api_key=... or in {ENV_API_KEY}.",
+        f"value as api_key=... or in {_defaults.ENV_API_KEY}.",
         InsecureSandboxWarning,
         stacklevel=_caller_stacklevel(),
     )
@@ -119,14 +109,14 @@ class Connection:
     def resolved_domain(self) -> str:
         if self.sdk_config is not None:
             return self.sdk_config.get_domain()
-        domain = self.domain or os.environ.get(ENV_DOMAIN) or DEFAULT_DOMAIN
+        domain = self.domain or os.environ.get(_defaults.ENV_DOMAIN) or _defaults.DOMAIN
         # "host:8080/" would make every URL "//v1/...", which the server answers with a bare 404.
         return domain.rstrip("/") or domain
 
     def resolved_api_key(self) -> str | None:
         if self.sdk_config is not None:
             return self.sdk_config.get_api_key() or None
-        return self.api_key or os.environ.get(ENV_API_KEY) or None
+        return self.api_key or os.environ.get(_defaults.ENV_API_KEY) or None
 
     def resolved_use_server_proxy(self) -> bool:
         if self.sdk_config is not None:
@@ -192,7 +182,7 @@ class SandboxSpec:
     - `allow_internet_access`: `False` asks the server for a deny-all egress policy.
     - `secure_access`: ask for Secure Access (Kubernetes with the ingress gateway only).
     - `lifetime`: seconds the sandbox may stay unused before the server deletes it, files
-      included (default `DEFAULT_LIFETIME`, 30 minutes). Every operation renews it as it starts,
+      included (default `defaults.LIFETIME`, 30 minutes). Every operation renews it as it starts,
       and a running command keeps renewing it, so only idle time counts. `None` keeps the sandbox
       until it is destroyed. The server refuses a create below 60 s.
     - `metadata`: extra labels; the library adds its own ownership tag.
@@ -207,7 +197,7 @@ class SandboxSpec:
     resource: Mapping[str, str] | None = None
     allow_internet_access: bool = True
     secure_access: bool = False
-    lifetime: float | None = DEFAULT_LIFETIME
+    lifetime: float | None = _defaults.LIFETIME
     metadata: Mapping[str, str] = field(default_factory=dict)
     ready_timeout: float = _defaults.READY_TIMEOUT
     volumes: Sequence[Volume] = ()
@@ -229,16 +219,6 @@ class SandboxSpec:
         check_create_options(
             self.volumes, self.network_policy, self.extensions, self.allow_internet_access
         )
-
-    @staticmethod
-    def _check_seconds(value: object, name: str, *, minimum: float) -> None:
-        # Kept for callers written before `_validate` existed.
-        _validate.seconds(value, name, minimum=minimum)
-
-
-def validate_env(env: Mapping[str, str] | None, *, what: str = "env") -> dict[str, str]:
-    """Check that a mapping holds only string names and values usable as environment."""
-    return _validate.env(env, what=what)
 
 
 def display_address(domain: str, protocol: str = "http") -> str:

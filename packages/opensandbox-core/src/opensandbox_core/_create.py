@@ -7,20 +7,18 @@ Everything here is a plain value checked when it is built (no I/O), named as in 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._errors import ConfigurationError
+from . import _validate
 
 if TYPE_CHECKING:
     from ._config import SandboxSpec
 
 __all__ = ["EgressRule", "NetworkPolicy", "Volume", "check_create_options", "create_arguments"]
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DEFAULT_ENTRYPOINT = ("tail", "-f", "/dev/null")
 _DEFAULT_RESOURCE = {"cpu": "1", "memory": "2Gi"}
 
@@ -47,44 +45,14 @@ class Volume:
     sub_path: str | None = None
 
     def __post_init__(self) -> None:
-        if (
-            not isinstance(self.name, str)
-            or len(self.name) > 63
-            or not _DNS_LABEL.fullmatch(self.name)
-        ):
-            raise ConfigurationError(
-                f"Volume name {self.name!r} is not a DNS label: use lowercase letters, digits "
-                "and '-', at most 63 characters, e.g. 'data'."
-            )
-        _check_absolute(self.mount_path, f"Volume {self.name!r}: mount_path")
-        if (self.host_path is None) == (self.claim_name is None):
-            raise ConfigurationError(
-                f"Volume {self.name!r}: give exactly one of host_path (a host directory) and "
-                "claim_name (a named volume)."
-            )
-        if self.host_path is not None:
-            _check_absolute(self.host_path, f"Volume {self.name!r}: host_path")
-        if self.claim_name is not None and (
-            not isinstance(self.claim_name, str)
-            or len(self.claim_name) > 253
-            or not _DNS_LABEL.fullmatch(self.claim_name)
-        ):
-            raise ConfigurationError(
-                f"Volume {self.name!r}: claim_name {self.claim_name!r} is not a DNS label."
-            )
-        if not isinstance(self.read_only, bool):
-            raise ConfigurationError(f"Volume {self.name!r}: read_only must be a bool.")
-        if self.sub_path is not None and (
-            not isinstance(self.sub_path, str)
-            or not self.sub_path
-            or self.sub_path.startswith("/")
-            or ".." in self.sub_path.split("/")
-            or "\0" in self.sub_path
-        ):
-            raise ConfigurationError(
-                f"Volume {self.name!r}: sub_path must be a relative path without '..', got "
-                f"{self.sub_path!r}."
-            )
+        _validate.volume(
+            self.name,
+            self.mount_path,
+            self.host_path,
+            self.claim_name,
+            self.read_only,
+            self.sub_path,
+        )
 
     def to_sdk(self) -> Any:
         from opensandbox.models.sandboxes import PVC, Host
@@ -109,14 +77,7 @@ class EgressRule:
     target: str
 
     def __post_init__(self) -> None:
-        if self.action not in ("allow", "deny"):
-            raise ConfigurationError(
-                f"EgressRule action must be 'allow' or 'deny', got {self.action!r}."
-            )
-        if not isinstance(self.target, str) or not self.target.strip() or " " in self.target:
-            raise ConfigurationError(
-                f"EgressRule target must be a domain such as 'pypi.org', got {self.target!r}."
-            )
+        _validate.egress_rule(self.action, self.target)
 
 
 @dataclass(frozen=True)
@@ -131,16 +92,7 @@ class NetworkPolicy:
     egress: Sequence[EgressRule] = ()
 
     def __post_init__(self) -> None:
-        if self.default_action not in ("allow", "deny"):
-            raise ConfigurationError(
-                f"NetworkPolicy default_action must be 'allow' or 'deny', got "
-                f"{self.default_action!r}."
-            )
-        egress: object = self.egress
-        if isinstance(egress, str | bytes) or not isinstance(egress, Sequence):
-            raise ConfigurationError("NetworkPolicy egress must be a sequence of EgressRule.")
-        if not all(isinstance(rule, EgressRule) for rule in egress):
-            raise ConfigurationError("NetworkPolicy egress must be a sequence of EgressRule.")
+        _validate.network_policy(self.default_action, self.egress, EgressRule)
 
     def to_sdk(self) -> Any:
         from opensandbox.models.sandboxes import NetworkPolicy as SdkPolicy
@@ -153,36 +105,18 @@ class NetworkPolicy:
         )
 
 
-def _check_absolute(value: object, what: str) -> None:
-    if not isinstance(value, str) or not value.startswith("/") or "\0" in value:
-        raise ConfigurationError(f"{what} must be an absolute path, got {value!r}.")
-
-
 def check_create_options(
     volumes: object, network_policy: object, extensions: object, allow_internet_access: bool
 ) -> None:
     """Check the options of `SandboxSpec` that this module defines; raise ConfigurationError."""
-    if isinstance(volumes, str | bytes) or not isinstance(volumes, Sequence):
-        raise ConfigurationError("volumes must be a sequence of opensandbox_core.Volume.")
-    names: set[str] = set()
-    for volume in volumes:
-        if not isinstance(volume, Volume):
-            raise ConfigurationError("volumes must be a sequence of opensandbox_core.Volume.")
-        if volume.name in names:
-            raise ConfigurationError(f"Two volumes are named {volume.name!r}; names must differ.")
-        names.add(volume.name)
-    if network_policy is not None:
-        if not isinstance(network_policy, NetworkPolicy):
-            raise ConfigurationError("network_policy must be an opensandbox_core.NetworkPolicy.")
-        if not allow_internet_access:
-            raise ConfigurationError(
-                "Give either allow_internet_access=False (deny all egress) or a network_policy, "
-                "not both."
-            )
-    if not isinstance(extensions, Mapping) or not all(
-        isinstance(k, str) and k and isinstance(v, str) for k, v in extensions.items()
-    ):
-        raise ConfigurationError("extensions must map non-empty strings to strings.")
+    _validate.create_options(
+        volumes,
+        network_policy,
+        extensions,
+        allow_internet_access,
+        volume_type=Volume,
+        policy_type=NetworkPolicy,
+    )
 
 
 def create_arguments(spec: SandboxSpec, metadata: Mapping[str, str]) -> dict[str, Any]:

@@ -9,8 +9,8 @@ What is here (all plain constants, no I/O):
   (one week), `MAX_OUTPUT` (16 MiB per stream), `MIN_MAX_OUTPUT` (1 KiB), `MAX_COMMAND_CHARS`;
 - transfers: `CHUNK_SIZE` (1 MiB per streamed read or upload slice).
 
-The core's public names (`opensandbox_core._session.DEFAULT_TIMEOUT`, ...) and each adapter's
-documented defaults are these values; the adapters import them from here instead of repeating the
+The core's parameter defaults and each adapter's documented defaults are these values; the
+adapters import them (through the public `opensandbox_core.defaults`) instead of repeating the
 literals.
 """
 

@@ -35,7 +35,7 @@ from . import _validate
 from ._commands import _background
 from ._commands._background import start_background
 from ._commands._run import Commands, OutputCallback
-from ._config import Connection, SandboxSpec, validate_env
+from ._config import Connection, SandboxSpec
 from ._defaults import (
     CHUNK_SIZE,
     COMMAND_TIMEOUT,
@@ -43,7 +43,6 @@ from ._defaults import (
     RECOVER_TIMEOUT,
     WORKING_DIR,
 )
-from ._errors import ConfigurationError
 from ._files._filesystem import FileSystem
 from ._files._transfers import Transfers
 from ._files._upload import DirectoryUpload, UploadOptions, upload_directory
@@ -63,10 +62,6 @@ __all__ = [
     "AsyncSandboxSession",
     "OutputCallback",
 ]
-
-DEFAULT_WORKING_DIR: Final = WORKING_DIR
-DEFAULT_TIMEOUT: Final = COMMAND_TIMEOUT
-DEFAULT_MAX_OUTPUT: Final = MAX_OUTPUT
 
 
 class _Default:
@@ -107,16 +102,18 @@ class AsyncSandboxSession:
         *,
         sandbox_id: str | None = None,
         connection: Connection | None = None,
-        working_dir: str | None = DEFAULT_WORKING_DIR,
+        working_dir: str | None = WORKING_DIR,
         env: Mapping[str, str] | None = None,
-        default_timeout: float | None = DEFAULT_TIMEOUT,
-        max_output: int = DEFAULT_MAX_OUTPUT,
+        default_timeout: float | None = COMMAND_TIMEOUT,
+        max_output: int = MAX_OUTPUT,
         recover_timeout: float = RECOVER_TIMEOUT,
     ) -> None:
-        if spec is not None and not isinstance(spec, SandboxSpec):
-            raise ConfigurationError("spec must be a SandboxSpec.")
-        if connection is not None and not isinstance(connection, Connection):
-            raise ConfigurationError("connection must be an opensandbox_core.Connection.")
+        if spec is not None:
+            _validate.instance(spec, SandboxSpec, "spec", "a SandboxSpec")
+        if connection is not None:
+            _validate.instance(
+                connection, Connection, "connection", "an opensandbox_core.Connection"
+            )
         _validate.one_of(
             spec,
             sandbox_id,
@@ -126,7 +123,7 @@ class AsyncSandboxSession:
         _validate.working_dir(working_dir)
         _validate.max_output(max_output)
         timeout_default = _validate.timeout(default_timeout, allow_none=True)
-        self._env = validate_env(env)
+        self._env = _validate.env(env)
         self._life = SandboxLifecycle(
             spec,
             None if sandbox_id is None else _validate.sandbox_id(sandbox_id),
@@ -242,9 +239,7 @@ class AsyncSandboxSession:
         Direct or through the server proxy, as the connection says. The server routes any port
         (on Docker through execd's proxy); when it cannot expose one, this raises `ServerError`.
         """
-        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-            raise ConfigurationError(f"port must be an int between 1 and 65535, got {port!r}.")
-        return await self._life.endpoint(port)
+        return await self._life.endpoint(_validate.port(port))
 
     async def destroy(self) -> None:
         """Delete the sandbox, files included. Quiet when it is already gone; idempotent."""
@@ -304,11 +299,11 @@ class AsyncSandboxSession:
 
         Applies to attached sandboxes too; a created one starts with its spec's lifetime. `None`
         on a created sandbox: never renewed (it has no expiry). `None` on an attached one: an
-        expiry it has is extended to `DEFAULT_LIFETIME` from now while it is used, never
+        expiry it has is extended to `defaults.LIFETIME` from now while it is used, never
         shortened, and a sandbox without an expiry never gets one.
         """
         if lifetime is not None:
-            SandboxSpec._check_seconds(lifetime, "lifetime", minimum=1)
+            _validate.seconds(lifetime, "lifetime", minimum=1)
         self._life.lifetime = lifetime
 
     async def sandbox_gone(self) -> bool:
@@ -349,8 +344,7 @@ class AsyncSandboxSession:
         output, without the Range downloads (the raw files are still deleted in the
         background). Output that breaks the promise may come back with line endings changed.
         """
-        if not isinstance(plain_lines, bool):
-            raise ConfigurationError("plain_lines must be a bool.")
+        _validate.flag(plain_lines, "plain_lines")
         return await self._commands.run(
             command,
             cwd=cwd,
@@ -446,4 +440,4 @@ class AsyncSandboxSession:
 
     async def _literal_cwd(self, command: str | Sequence[str], workdir: str) -> tuple[str, str]:
         """See `Commands.literal_cwd`."""
-        return await self._commands.literal_cwd(command, workdir)
+        return await self._commands.literal_cwd(_validate.command_text(command), workdir)

@@ -2,7 +2,7 @@
 
 The work is done by `opensandbox_core.AsyncSandboxSession`: lazy create or attach, per-event-loop
 HTTP clients, commands through execd with their output rebuilt from its framing, the native file
-API, argument checks (the core's `_validate`) and defaults (`_defaults`). This module only
+API, argument checks (`opensandbox_core.validation`) and defaults (`defaults`). This module only
 translates: types here, errors in `_translate.py` (one table).
 
 Verified on 2026-11-29 with pydantic-ai-slim 2.62.0 (its `WorkspaceBackendSuite`, all optional
@@ -79,11 +79,6 @@ DEFAULT_SANDBOX_TIMEOUT: Final = int(_defaults.LIFETIME)
 """Default `sandbox_timeout`: 30 minutes of disuse, the idle lifetime every package here uses."""
 _MAX_OUTPUT: Final = _defaults.MAX_OUTPUT
 """Bytes of stdout and of stderr a command may print; past that `run` raises instead of cutting."""
-
-# The core's checks under the names this module's callers (and tests) know.
-_command_line = _validate.command_form
-_check_timeout = _validate.timeout
-check_env = _validate.env
 
 
 class OpenSandboxBackend(
@@ -216,7 +211,9 @@ class OpenSandboxBackend(
     ) -> CommandResult:
         """Run a command to completion; a non-zero exit is a result. See `SupportsCommands.run`."""
         require_asyncio()
-        # The core's checks, called before the operation so a bad call never creates a sandbox.
+        # The core's public checks, called here because `_operation()` starts the sandbox before
+        # the call reaches the core: a bad call must not create one. `command_form` is the
+        # adapter's own rule (a string needs `shell=True`); the core's `run` checks the rest again.
         line = _validate.command_form(command, shell)
         _validate.timeout(timeout)
         _validate.env(env)

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from opensandbox_core import _validate
 from opensandbox_core._errors import CommandTimeoutError, ConfigurationError, ServerError
 from opensandbox_core._wire._execd import ExecdError
 
@@ -88,8 +89,7 @@ class BackgroundProcess:
     """
 
     def __init__(self, session: AsyncSandboxSession, execution_id: str) -> None:
-        if not isinstance(execution_id, str) or not execution_id:
-            raise ConfigurationError("execution_id must be a non-empty string.")
+        _validate.non_empty_string(execution_id, "execution_id")
         self._session = session
         self.id = execution_id
 
@@ -117,10 +117,7 @@ class BackgroundProcess:
         which `$!` holds after the line). Use it inside `start_background` or `run`:
         `await session.run(BackgroundProcess.keep_running("python3 -m http.server 8000"))`.
         """
-        if not isinstance(command, str) or not command.strip() or "\0" in command:
-            raise ConfigurationError("command must be a non-empty shell command line.")
-        if not isinstance(log, str) or not log or "\0" in log:
-            raise ConfigurationError("log must be a non-empty path.")
+        _validate.keep_running(command, log)
         return (
             f"setsid sh -c {shlex.quote(command)} >{shlex.quote(log)} 2>&1 </dev/null & "
             'until [ ! -e /proc/$! ] || [ "$(cut -d\' \' -f6 /proc/$!/stat)" = "$!" ]; '
@@ -146,8 +143,7 @@ class BackgroundProcess:
         self, cursor: int | None = None, *, max_bytes: int = DEFAULT_MAX_CHUNK
     ) -> OutputChunk:
         """Output (stdout and stderr, combined as execd records it) after `cursor`."""
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
-            raise ConfigurationError("max_bytes must be a positive int.")
+        _validate.positive_int(max_bytes, "max_bytes")
         life = self._life
         execd = (await life.context()).execd
         try:

@@ -367,16 +367,16 @@ class Commands:
         return result
 
     async def literal_cwd(
-        self, command: str | Sequence[str], workdir: str, ctx: Context | None = None
+        self, text: str, workdir: str, ctx: Context | None = None
     ) -> tuple[str, str]:
-        """The command text and `cwd` to send so that a command starts in `workdir` exactly.
+        """The command text and `cwd` to send so that `text` (a checked command line, from
+        `_validate.command_text`) starts in `workdir` exactly.
 
         execd expands `$` and a leading `~` in a command's `cwd` field too, so such a directory
         is entered by the command itself (`cd -- <quoted>`, from `/`), after the same check that
         execd makes of its `cwd` (missing: FileNotFoundError; not a directory:
         NotADirectoryError). Used by `run` and `start_background`.
         """
-        text = _validate.command_text(command)
         if _fallback.cwd_is_literal(workdir):
             return text, workdir
         ctx = ctx or await self._life.context()
@@ -399,11 +399,12 @@ class Commands:
         timeout: float | None,
     ) -> dict[str, Any]:
         """The request body that starts `command` in the background (see `_background`)."""
+        text = _validate.command_text(command)
         limit = _validate.timeout(timeout, allow_none=True)
         envs = {**self._env, **_validate.env(env)}
         ctx = await self._life.context()
         workdir = ctx.working_dir if cwd is None else self._life.resolve(cwd)
-        text, sent_cwd = await self.literal_cwd(command, workdir, ctx)
+        text, sent_cwd = await self.literal_cwd(text, workdir, ctx)
         return command_body(text, cwd=sent_cwd, env=envs, timeout=limit, background=True)
 
 

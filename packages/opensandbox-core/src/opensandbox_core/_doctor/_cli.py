@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from importlib import metadata
 from typing import Final
 
-from opensandbox_core._config import ENV_API_KEY, ENV_DOMAIN, Connection
+from opensandbox_core._config import Connection
+from opensandbox_core._defaults import ENV_API_KEY, ENV_DOMAIN
 from opensandbox_core._errors import OpenSandboxError
 from opensandbox_core._session import OWNER_KEY
 
@@ -74,12 +75,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--remove-idle-for",
-        "--remove-older-than",
         dest="remove_idle_for",
         type=parse_duration,
         metavar="AGE",
         help="remove sandboxes of these packages idle for at least AGE (e.g. 2h, 1d) by the "
-        "rule below; --remove-older-than is the former name, with the same rule",
+        "rule below",
     )
     parser.add_argument(
         "--stale-after",
@@ -126,7 +126,7 @@ def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Docto
         api_key=args.api_key,
         image=args.image,
         skip_sandbox=args.skip_sandbox,
-        remove_older_than=args.remove_idle_for,
+        remove_idle_for=args.remove_idle_for,
         stale_after=args.stale_after,
         match=match,
         owner=args.owner,

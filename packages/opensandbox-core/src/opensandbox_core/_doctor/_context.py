@@ -101,14 +101,14 @@ class Outcome:
 
 @dataclass(frozen=True)
 class DoctorOptions:
-    """The doctor's settings. `remove_older_than` removes sandboxes idle that long (see
+    """The doctor's settings. `remove_idle_for` removes sandboxes idle that long (see
     `opensandbox_core._admin` for the idle rule); `owner` narrows leftovers to one owner token."""
 
     domain: str | None = None
     api_key: str | None = field(default=None, repr=False)
     image: str = DEFAULT_IMAGE
     skip_sandbox: bool = False
-    remove_older_than: timedelta | None = None
+    remove_idle_for: timedelta | None = None
     stale_after: timedelta = DEFAULT_STALE_AFTER
     match: dict[str, str] = field(default_factory=dict)
     owner: str | None = None

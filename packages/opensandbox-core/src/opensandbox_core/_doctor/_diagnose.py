@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from opensandbox_core._config import ENV_DOMAIN
+from opensandbox_core._defaults import ENV_DOMAIN
 
 __all__ = ["describe_transport_error", "error_chain_text"]
 

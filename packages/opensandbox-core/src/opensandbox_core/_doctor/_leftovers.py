@@ -85,8 +85,8 @@ async def check_leftovers(ctx: DoctorContext) -> Outcome:
     except OpenSandboxError as exc:
         return Outcome("FAIL", ctx.hide_key(str(exc)), "read the server's log")
     now = datetime.now(UTC)
-    if options.remove_older_than is not None:
-        return await _remove(ctx, found, options.remove_older_than, now)
+    if options.remove_idle_for is not None:
+        return await _remove(ctx, found, options.remove_idle_for, now)
     stale = select_idle(
         found, options.stale_after, now, include_no_expiry=options.include_no_expiry
     )

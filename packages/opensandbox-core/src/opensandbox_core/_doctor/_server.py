@@ -6,7 +6,7 @@ import ipaddress
 from typing import Final
 from urllib.parse import urlsplit
 
-from opensandbox_core._config import ENV_API_KEY
+from opensandbox_core._defaults import ENV_API_KEY
 
 from ._context import API_KEY_HEADER, DoctorContext, Outcome, Probe, looks_like_html
 from ._diagnose import describe_transport_error

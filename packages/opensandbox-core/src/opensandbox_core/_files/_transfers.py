@@ -17,7 +17,7 @@ import posixpath
 from collections.abc import AsyncGenerator, AsyncIterable, Mapping, Sequence
 from typing import Any, Final
 
-from opensandbox_core import _errors
+from opensandbox_core import _errors, _validate
 from opensandbox_core._commands._run import Runner
 from opensandbox_core._defaults import CHUNK_SIZE
 from opensandbox_core._errors import (
@@ -201,19 +201,12 @@ class Transfers:
         files get 0o644 unless `mode` is given; setuid, setgid and sticky bits are applied too),
         writes through a symlink reach its target, and a failed write leaves the old content in
         place."""
-        if not isinstance(data, bytes | bytearray | memoryview) and not hasattr(data, "__aiter__"):
-            raise ConfigurationError(
-                f"data must be bytes or an async iterable of bytes, got {type(data).__name__}."
-            )
-        if mode is not None and (
-            isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o7777
-        ):
-            raise ConfigurationError(f"mode must be an int such as 0o644, got {mode!r}.")
+        payload = _validate.write_data(data)
+        mode = _validate.mode(mode)
         execd = await self._fs.execd()
         target = await self._fs.target(path, create=True)
         if target.endswith("/"):
             raise new_path_error(IsADirectoryError, errno.EISDIR, target)
-        payload = bytes(data) if isinstance(data, bytearray | memoryview) else data
         # The inspection and the upload to a temporary name run at once; the upload is redone
         # only when the target turns out to be a symlink (it may lead elsewhere).
         if isinstance(payload, bytes) and await self._write_overlapped(
@@ -401,9 +394,8 @@ class Transfers:
         `read_bytes`. Paths that execd would rewrite (`$`) or the server's proxy refuses are
         streamed from the start instead (correct, but costs `offset + length` bytes).
         """
-        for name, value in (("offset", offset), ("length", length)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigurationError(f"{name} must be a non-negative int, got {value!r}.")
+        _validate.non_negative_int(offset, "offset")
+        _validate.non_negative_int(length, "length")
         execd = await self._fs.execd()
         target = self._fs.resolve(path)
         if not _fallback.download_safe(target) or _fallback.dotdot_split(target) is not None:
@@ -468,8 +460,7 @@ class Transfers:
         files with a command). A missing file raises FileNotFoundError; a /proc or /sys entry
         OSError (EINVAL).
         """
-        if not isinstance(old, str) or not old or not isinstance(new, str):
-            raise ConfigurationError("old must be a non-empty string and new a string.")
+        _validate.replacement(old, new)
         execd = await self._fs.execd()
         target = self._fs.resolve(path)
         if not _fallback.literal(target) or _fallback.dotdot_split(target) is not None:

@@ -33,6 +33,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypedDict
 
+from opensandbox_core import _validate
 from opensandbox_core._errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -130,22 +131,6 @@ def _matches(pattern: str, rel: str, *, is_dir: bool) -> bool:
     if "/" in body:
         return fnmatchcase(rel, body.lstrip("/"))
     return fnmatchcase(posixpath.basename(rel), body)
-
-
-def _check_patterns(exclude: Iterable[str] | None) -> tuple[str, ...]:
-    if exclude is None:
-        return ()
-    if isinstance(exclude, str):
-        raise ConfigurationError(
-            "exclude must be a list of patterns such as ['node_modules/', '*.log'], not one string."
-        )
-    patterns = tuple(exclude)
-    for pattern in patterns:
-        if not isinstance(pattern, str) or not pattern.strip("/"):
-            raise ConfigurationError(
-                f"exclude patterns must be non-empty strings such as '*.log', got {pattern!r}."
-            )
-    return patterns
 
 
 @dataclass
@@ -254,15 +239,11 @@ async def upload_directory(
     the writes already under way have ended; files written before it stay.
     """
     root = Path(local_dir)
-    if not isinstance(remote_dir, str) or not remote_dir or "\0" in remote_dir:
-        raise ConfigurationError(
-            f"remote_dir must be a non-empty path in the sandbox such as '/workspace/project', "
-            f"got {remote_dir!r}."
-        )
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ConfigurationError(f"concurrency must be a positive int, got {concurrency!r}.")
+    _validate.remote_dir(remote_dir)
+    _validate.positive_int(concurrency, "concurrency")
     rules = _Rules(
-        secrets=() if include_secrets else SECRET_PATTERNS, exclude=_check_patterns(exclude)
+        secrets=() if include_secrets else SECRET_PATTERNS,
+        exclude=_validate.exclude_patterns(exclude),
     )
     plan = await asyncio.to_thread(_plan, root, rules)
     if plan.skipped:

@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
-from opensandbox_core import _errors
+from opensandbox_core import _errors, _validate
 from opensandbox_core._config import Connection
-from opensandbox_core._errors import ConfigurationError
 from opensandbox_core._session import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY
 
 if TYPE_CHECKING:
@@ -194,7 +193,6 @@ async def remove_sandboxes(
     ids: Iterable[str] | None = None,
     owner: str | None = None,
     idle_for: timedelta | None = None,
-    older_than: timedelta | None = None,
     metadata: Mapping[str, str] | None = None,
     include_no_expiry: bool = False,
     all_: bool = False,
@@ -206,16 +204,10 @@ async def remove_sandboxes(
     expired sandboxes; expiring ones are always kept, sandboxes without expiry only with
     `include_no_expiry=True`) or `all_=True` (every sandbox the other selectors leave). Selectors
     combine: `owner=t, idle_for=timedelta(hours=1)` removes only `t`'s idle sandboxes.
-    `older_than` is the former name of `idle_for` and follows the same rule. `metadata` narrows
-    the set further but is not a selector on its own.
+    `metadata` narrows the set further but is not a selector on its own.
     """
     wanted_ids = {i.strip() for i in ids} if ids is not None else None
-    idle = idle_for if idle_for is not None else older_than
-    if wanted_ids is None and owner is None and idle is None and not all_:
-        raise ConfigurationError(
-            "remove_sandboxes() was called without a selector, and would delete every sandbox "
-            "these packages ever created on the server: pass ids=, owner=, idle_for= or all_=True."
-        )
+    _validate.removal_selectors(wanted_ids, owner, idle_for, all_)
     if wanted_ids is not None and not wanted_ids:
         return []
     match = dict(metadata or {})
@@ -224,8 +216,8 @@ async def remove_sandboxes(
     found = await list_sandboxes(connection, metadata=match)
     if wanted_ids is not None:
         found = [s for s in found if s.id in wanted_ids]
-    if idle is not None:
-        found = select_idle(found, idle, include_no_expiry=include_no_expiry)
+    if idle_for is not None:
+        found = select_idle(found, idle_for, include_no_expiry=include_no_expiry)
     removed = []
     for summary in found:
         if await destroy_sandbox(summary.id, connection):

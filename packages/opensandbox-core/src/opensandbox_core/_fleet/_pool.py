@@ -17,6 +17,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from opensandbox_core import _validate
 from opensandbox_core._config import Connection, SandboxSpec
 from opensandbox_core._errors import ConfigurationError, SandboxUnavailableError
 from opensandbox_core._session import AsyncSandboxSession
@@ -57,16 +58,9 @@ class SandboxPool:
         session_options: Mapping[str, Any] | None = None,
         max_create_attempts: int = 5,
     ) -> None:
-        if not isinstance(spec, SandboxSpec):
-            raise ConfigurationError("spec must be a SandboxSpec.")
-        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 64:
-            raise ConfigurationError("size must be an int between 1 and 64.")
-        if (
-            isinstance(max_create_attempts, bool)
-            or not isinstance(max_create_attempts, int)
-            or max_create_attempts < 1
-        ):
-            raise ConfigurationError("max_create_attempts must be an int of at least 1.")
+        _validate.instance(spec, SandboxSpec, "spec", "a SandboxSpec")
+        _validate.int_between(size, "size", 1, 64)
+        _validate.int_at_least(max_create_attempts, "max_create_attempts", 1)
         self._spec = spec
         self._max_attempts = max_create_attempts
         self._streak = 0  # create failures in a row

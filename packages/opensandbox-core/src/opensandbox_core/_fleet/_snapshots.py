@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from opensandbox_core import _errors
-from opensandbox_core._config import Connection, validate_env
-from opensandbox_core._errors import ConfigurationError, SandboxUnavailableError, ServerError
+from opensandbox_core import _errors, _validate
+from opensandbox_core._config import Connection
+from opensandbox_core._errors import SandboxUnavailableError, ServerError
 from opensandbox_core._session import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY, AsyncSandboxSession
 
 __all__ = [
@@ -118,21 +118,8 @@ def _unsupported(exc: BaseException, action: str) -> None:
 
 def _sandbox_id_of(sandbox: AsyncSandboxSession | str) -> str:
     if isinstance(sandbox, AsyncSandboxSession):
-        if sandbox.id is None:
-            raise ConfigurationError(
-                "The session has no sandbox yet: start it (await session.start()) before taking "
-                "a snapshot."
-            )
-        return sandbox.id
-    if not isinstance(sandbox, str) or not sandbox.strip():
-        raise ConfigurationError("Pass a session or a non-empty sandbox id to snapshot.")
-    return sandbox.strip()
-
-
-def _check_id(snapshot_id: object) -> str:
-    if not isinstance(snapshot_id, str) or not snapshot_id.strip():
-        raise ConfigurationError(f"snapshot_id must be a non-empty string, got {snapshot_id!r}.")
-    return snapshot_id.strip()
+        return _validate.started_session(sandbox.id)
+    return _validate.snapshot_source(sandbox)
 
 
 async def snapshot_sandbox(
@@ -184,7 +171,7 @@ async def get_snapshot(
     snapshot_id: str, connection: Connection | None = None
 ) -> SnapshotRef | None:
     """The snapshot with this id, or None when it does not exist (any more)."""
-    snapshot_id = _check_id(snapshot_id)
+    snapshot_id = _validate.snapshot_id(snapshot_id)
     async with _service(connection) as service:
         try:
             return _ref(await service.get_snapshot(snapshot_id))
@@ -222,7 +209,7 @@ async def delete_snapshot(snapshot_id: str, connection: Connection | None = None
     Delete the sandboxes created from it first: on Docker the image of a running sandbox
     cannot be removed.
     """
-    snapshot_id = _check_id(snapshot_id)
+    snapshot_id = _validate.snapshot_id(snapshot_id)
     async with _service(connection) as service:
         try:
             await service.delete_snapshot(snapshot_id)
@@ -258,11 +245,10 @@ async def restore_snapshot(
     A create whose answer is lost is recovered by the ownership tag (never a duplicate). Raises
     `SnapshotsUnsupportedError` when the runtime cannot restore snapshots.
     """
-    snapshot_id = _check_id(snapshot_id)
+    snapshot_id = _validate.snapshot_id(snapshot_id)
     connection = connection or Connection()
-    extra = validate_env(metadata or {})
-    if lifetime is not None and (isinstance(lifetime, bool) or not lifetime >= 60):
-        raise ConfigurationError(f"lifetime must be None or at least 60 seconds, got {lifetime!r}.")
+    extra = _validate.env(metadata or {})
+    lifetime = _validate.restore_lifetime(lifetime)
     token = uuid.uuid4().hex
     labels = {**extra, OWNER_KEY: token, LIBRARY_KEY: LIBRARY_VALUE}
     started = time.monotonic()

@@ -7,7 +7,7 @@ import shlex
 
 from opensandbox_core._wire._framing import PROBE_COMMAND, PROBE_OUTPUT
 
-from ._model import _TMP, _TMP_MARK, FakeCommand, FakeOutcome
+from ._model import _TMP, _TMP_MARK, FakeCommand, FakeOutcome, FakeSandbox
 
 
 def _printf(fmt: str, args: list[str]) -> bytes:
@@ -51,7 +51,6 @@ def canned(command: FakeCommand) -> FakeOutcome:
     if PROBE_COMMAND in command.command and _TMP_MARK in command.command:
         return _probe(command)
     argv = command.argv
-    box = command.sandbox
     if not argv:
         return FakeOutcome(exit_code=0 if argv == [] else 2)
     if argv[0] == "env":
@@ -64,53 +63,71 @@ def canned(command: FakeCommand) -> FakeOutcome:
     if to_stderr:
         argv = argv[:-1]
     name, args = argv[0], argv[1:]
-    out: bytes | None = None
+    out = _builtin(name, args)
+    if out is None:
+        out = _file_command(name, args, command.sandbox)
+    if out is None:
+        message = f"fake execd: no canned behaviour for {command.command[:80]!r}\n"
+        return FakeOutcome(stderr=message.encode(), exit_code=127)
+    if isinstance(out, FakeOutcome):
+        return out
+    return FakeOutcome(stderr=out) if to_stderr else FakeOutcome(stdout=out)
+
+
+def _builtin(name: str, args: list[str]) -> bytes | FakeOutcome | None:
+    """The shell builtins and tiny tools the fake knows: what they print, or how they end."""
     if name == "printf" and args:
-        out = _printf(args[0], args[1:])
-    elif name == "echo":
+        return _printf(args[0], args[1:])
+    if name == "echo":
         newline = args[:1] != ["-n"]
-        out = (" ".join(args if newline else args[1:]) + ("\n" if newline else "")).encode()
-    elif name in ("true", ":"):
-        out = b""
-    elif name == "false":
+        return (" ".join(args if newline else args[1:]) + ("\n" if newline else "")).encode()
+    if name in ("true", ":"):
+        return b""
+    if name == "false":
         return FakeOutcome(exit_code=1)
-    elif name == "exit":
+    if name == "exit":
         return FakeOutcome(exit_code=int(args[0]) if args else 0)
-    elif name == "sleep" and args:
+    if name == "sleep" and args:
         return FakeOutcome(delay=float(args[0]))
-    elif name == "cat" and args:
+    return None
+
+
+def _file_command(name: str, args: list[str], box: FakeSandbox) -> bytes | FakeOutcome | None:
+    """`cat`, the library's atomic rename, `mkdir` and `rm` on the fake sandbox's files."""
+    if name == "cat" and args:
         path = args[-1]
         if path not in box.files:
             return FakeOutcome(
                 stderr=f"cat: {path}: No such file or directory\n".encode(), exit_code=1
             )
-        out = box.files[path].data
-    elif name == "sh" and len(args) == 7 and args[0] == "-c" and "mv" in args[1]:
-        # The library's atomic rename: sh -c SCRIPT sh TEMP TARGET PARENT MODE.
-        temp, target, parent = args[3], args[4], args[5]
-        if temp not in box.files:
-            return FakeOutcome(stderr=f"mv: cannot stat '{temp}'\n".encode(), exit_code=1)
-        if parent:
-            box._parents(parent + "/x")
-        old = box.files.get(target)
-        moved = box.files.pop(temp)
-        if old is not None and args[6] == "=":
-            moved.mode = old.mode
-        box._parents(target)
-        box.files[target] = moved
-        out = b""
-    elif name == "mkdir":
+        return box.files[path].data
+    if name == "sh" and len(args) == 7 and args[0] == "-c" and "mv" in args[1]:
+        return _rename(args, box)
+    if name == "mkdir":
         for path in [a for a in args if a.startswith("/")]:
             box._parents(path + "/x")
-        out = b""
-    elif name == "rm":
+        return b""
+    if name == "rm":
         for path in [a for a in args if a.startswith("/")]:
             box.files.pop(path, None)
             prefix = path.rstrip("/") + "/"
             box.dirs = {d for d in box.dirs if d != path and not d.startswith(prefix)}
             box.files = {p: f for p, f in box.files.items() if not p.startswith(prefix)}
-        out = b""
-    if out is None:
-        message = f"fake execd: no canned behaviour for {command.command[:80]!r}\n"
-        return FakeOutcome(stderr=message.encode(), exit_code=127)
-    return FakeOutcome(stderr=out) if to_stderr else FakeOutcome(stdout=out)
+        return b""
+    return None
+
+
+def _rename(args: list[str], box: FakeSandbox) -> bytes | FakeOutcome:
+    """The library's atomic rename: sh -c SCRIPT sh TEMP TARGET PARENT MODE."""
+    temp, target, parent = args[3], args[4], args[5]
+    if temp not in box.files:
+        return FakeOutcome(stderr=f"mv: cannot stat '{temp}'\n".encode(), exit_code=1)
+    if parent:
+        box._parents(parent + "/x")
+    old = box.files.get(target)
+    moved = box.files.pop(temp)
+    if old is not None and args[6] == "=":
+        moved.mode = old.mode
+    box._parents(target)
+    box.files[target] = moved
+    return b""

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import httpx
 
+from opensandbox_core import _validate
 from opensandbox_core._commands._capture import CAPTURE_ENV, MARKER, paths_of
 from opensandbox_core._config import Connection
 
@@ -50,8 +51,7 @@ class FakeOpenSandbox:
         domain: str | None = None,
         api_key: str = "fake-api-key",
     ) -> None:
-        if framing not in ("legacy", "modern"):
-            raise ValueError(f"framing must be 'legacy' or 'modern', got {framing!r}.")
+        _validate.choice(framing, "framing", ("legacy", "modern"))
         self.framing = framing
         self.on_command = on_command
         self.raw_output_files = raw_output_files

@@ -1,20 +1,7 @@
-"""Every argument check of opensandbox-core and its adapters, in one place. No I/O.
-
-Each function raises `ConfigurationError` (a `ValueError`) when a value is wrong, or
-`ArgumentTypeError` (a `ConfigurationError` that is also a `TypeError`) when it has the wrong type,
-so that the core's callers can catch `ConfigurationError` and the adapters' callers the builtin
-`TypeError`/`ValueError` their frameworks document, from the same check. Checks that normalise a
-value return it.
-
-- time: `seconds` (a number with a minimum), `timeout` (command timeouts, None allowed),
-  `duration` (number or `timedelta`), `idle_lifetime` (None or 0 = no limit), `zero_is_none`;
-- commands: `command_text` (a shell line or an argv list, as the shell line sent to execd),
-  `argv`, `command_form` (the shell flag of adapters: string with `shell=True`, argv without);
-- environment and labels: `env` (also for metadata and resource maps);
-- places: `working_dir`, `path`, `mode`, `port`;
-- sizes and counts: `max_output`, `output_cap`, `non_negative_int`, `positive_int`, `int_between`;
-- sandboxes: `image`, `entrypoint`, `sandbox_id`, `one_of` (create or attach, not both),
-  `non_empty_string`, `byte_data`, `request_timeout`, `domain`.
+"""The checks of single values, shared by the core and its adapters: time, commands,
+environment, places, sizes, sandboxes (`__all__`, public as `opensandbox_core.validation`), and
+the generic `flag`, `choice`, `instance`, `sequence_of` and `int_at_least` for the core. See the
+package docstring.
 """
 
 from __future__ import annotations
@@ -23,9 +10,10 @@ import math
 import shlex
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
+from typing import TypeVar
 
-from . import _defaults
-from ._errors import ConfigurationError
+from opensandbox_core import _defaults
+from opensandbox_core._errors import ConfigurationError
 
 __all__ = [
     "ArgumentTypeError",
@@ -56,6 +44,8 @@ __all__ = [
     "working_dir",
     "zero_is_none",
 ]
+
+_T = TypeVar("_T")
 
 
 class ArgumentTypeError(ConfigurationError, TypeError):
@@ -292,8 +282,14 @@ def non_negative_int(value: object, name: str) -> int:
 
 
 def positive_int(value: object, name: str) -> int:
-    if not _is_int(value) or value < 1:  # type: ignore[operator]
-        raise ConfigurationError(f"{name} must be a positive int.")
+    return int_at_least(value, name, 1, wording="a positive int")
+
+
+def int_at_least(value: object, name: str, minimum: int, *, wording: str = "") -> int:
+    """An int of at least `minimum` (bools are not ints here)."""
+    if not _is_int(value) or value < minimum:  # type: ignore[operator]
+        what = wording or f"an int of at least {minimum}"
+        raise ConfigurationError(f"{name} must be {what}, got {value!r}.")
     assert isinstance(value, int)
     return value
 
@@ -376,3 +372,38 @@ def domain(value: object) -> str | None:
     if value is not None and (not isinstance(value, str) or not value):
         raise ConfigurationError("domain must be a non-empty string such as 'localhost:8080'.")
     return value
+
+
+# -- generic -------------------------------------------------------------------------------------
+
+
+def flag(value: object, name: str) -> bool:
+    """A bool (not merely a truthy value)."""
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"{name} must be a bool.")
+    return value
+
+
+def choice(value: object, name: str, choices: Sequence[str]) -> str:
+    """One of a few strings, such as `'allow'` or `'deny'`."""
+    if not isinstance(value, str) or value not in choices:
+        allowed = " or ".join(repr(c) for c in choices)
+        raise ConfigurationError(f"{name} must be {allowed}, got {value!r}.")
+    return value
+
+
+def instance(value: object, kind: type[_T], name: str, described: str) -> _T:
+    """An instance of `kind`; `described` names it in the message ("a SandboxSpec")."""
+    if not isinstance(value, kind):
+        raise ConfigurationError(f"{name} must be {described}.")
+    return value
+
+
+def sequence_of(value: object, kind: type[_T], name: str, described: str) -> list[_T]:
+    """A sequence (not a string) of instances of `kind`, as a list."""
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        raise ConfigurationError(f"{name} must be a sequence of {described}.")
+    items = list(value)
+    if not all(isinstance(item, kind) for item in items):
+        raise ConfigurationError(f"{name} must be a sequence of {described}.")
+    return items

@@ -1,0 +1,238 @@
+"""The checks of the core's own calls, beyond single values: create options (volumes, egress
+policy, extensions), file writes and edits, directory uploads, background processes, snapshots
+and sandbox removal. Used by the core only (not part of `opensandbox_core.validation`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import AsyncIterable, Iterable, Mapping
+from typing import Any
+
+from opensandbox_core._errors import ConfigurationError
+
+from ._values import choice, flag, instance, sequence_of
+
+__all__ = [
+    "create_options",
+    "egress_rule",
+    "exclude_patterns",
+    "keep_running",
+    "network_policy",
+    "remote_dir",
+    "removal_selectors",
+    "replacement",
+    "restore_lifetime",
+    "snapshot_id",
+    "snapshot_source",
+    "started_session",
+    "volume",
+    "write_data",
+]
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_EGRESS_ACTIONS = ("allow", "deny")
+
+
+# -- create options ------------------------------------------------------------------------------
+
+
+def _dns_label(value: object, longest: int) -> bool:
+    return isinstance(value, str) and len(value) <= longest and bool(_DNS_LABEL.fullmatch(value))
+
+
+def _absolute(value: object, what: str) -> None:
+    if not isinstance(value, str) or not value.startswith("/") or "\0" in value:
+        raise ConfigurationError(f"{what} must be an absolute path, got {value!r}.")
+
+
+def volume(
+    name: object,
+    mount_path: object,
+    host_path: object,
+    claim_name: object,
+    read_only: object,
+    sub_path: object,
+) -> None:
+    """The fields of one `Volume`: a DNS-label name, an absolute mount path, exactly one source."""
+    if not _dns_label(name, 63):
+        raise ConfigurationError(
+            f"Volume name {name!r} is not a DNS label: use lowercase letters, digits "
+            "and '-', at most 63 characters, e.g. 'data'."
+        )
+    _absolute(mount_path, f"Volume {name!r}: mount_path")
+    if (host_path is None) == (claim_name is None):
+        raise ConfigurationError(
+            f"Volume {name!r}: give exactly one of host_path (a host directory) and "
+            "claim_name (a named volume)."
+        )
+    if host_path is not None:
+        _absolute(host_path, f"Volume {name!r}: host_path")
+    if claim_name is not None and not _dns_label(claim_name, 253):
+        raise ConfigurationError(f"Volume {name!r}: claim_name {claim_name!r} is not a DNS label.")
+    flag(read_only, f"Volume {name!r}: read_only")
+    if sub_path is not None and (
+        not isinstance(sub_path, str)
+        or not sub_path
+        or sub_path.startswith("/")
+        or ".." in sub_path.split("/")
+        or "\0" in sub_path
+    ):
+        raise ConfigurationError(
+            f"Volume {name!r}: sub_path must be a relative path without '..', got {sub_path!r}."
+        )
+
+
+def egress_rule(action: object, target: object) -> None:
+    """One `EgressRule`: 'allow' or 'deny' for a domain (no blanks)."""
+    choice(action, "EgressRule action", _EGRESS_ACTIONS)
+    if not isinstance(target, str) or not target.strip() or " " in target:
+        raise ConfigurationError(
+            f"EgressRule target must be a domain such as 'pypi.org', got {target!r}."
+        )
+
+
+def network_policy(default_action: object, egress: object, rule: type[Any]) -> None:
+    """A `NetworkPolicy`: its default action and a sequence of `rule` (`EgressRule`)."""
+    choice(default_action, "NetworkPolicy default_action", _EGRESS_ACTIONS)
+    sequence_of(egress, rule, "NetworkPolicy egress", "EgressRule")
+
+
+def create_options(
+    volumes: object,
+    policy: object,
+    extensions: object,
+    allow_internet_access: bool,
+    *,
+    volume_type: type[Any],
+    policy_type: type[Any],
+) -> None:
+    """The create options of a `SandboxSpec` (`volume_type` and `policy_type` are `Volume` and
+    `NetworkPolicy`): volumes with distinct names, one way of limiting egress, string
+    extensions."""
+    names: set[str] = set()
+    for item in sequence_of(volumes, volume_type, "volumes", "opensandbox_core.Volume"):
+        if item.name in names:
+            raise ConfigurationError(f"Two volumes are named {item.name!r}; names must differ.")
+        names.add(item.name)
+    if policy is not None:
+        instance(policy, policy_type, "network_policy", "an opensandbox_core.NetworkPolicy")
+        if not allow_internet_access:
+            raise ConfigurationError(
+                "Give either allow_internet_access=False (deny all egress) or a network_policy, "
+                "not both."
+            )
+    if not isinstance(extensions, Mapping) or not all(
+        isinstance(k, str) and k and isinstance(v, str) for k, v in extensions.items()
+    ):
+        raise ConfigurationError("extensions must map non-empty strings to strings.")
+
+
+# -- files ---------------------------------------------------------------------------------------
+
+
+def write_data(data: object) -> bytes | AsyncIterable[bytes]:
+    """What `write_bytes` writes: bytes-like (returned as bytes) or an async iterable of bytes."""
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, bytearray | memoryview):
+        return bytes(data)
+    if not isinstance(data, AsyncIterable):
+        raise ConfigurationError(
+            f"data must be bytes or an async iterable of bytes, got {type(data).__name__}."
+        )
+    return data
+
+
+def replacement(old: object, new: object) -> None:
+    """The texts of `replace_text`: a non-empty `old` and a string `new`."""
+    if not isinstance(old, str) or not old or not isinstance(new, str):
+        raise ConfigurationError("old must be a non-empty string and new a string.")
+
+
+def remote_dir(value: object) -> str:
+    """The target directory of `upload_directory` (relative to the working dir, or absolute)."""
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise ConfigurationError(
+            f"remote_dir must be a non-empty path in the sandbox such as '/workspace/project', "
+            f"got {value!r}."
+        )
+    return value
+
+
+def exclude_patterns(exclude: Iterable[str] | None) -> tuple[str, ...]:
+    """`upload_directory`'s `exclude`: a list of non-empty gitignore-style patterns."""
+    if exclude is None:
+        return ()
+    if isinstance(exclude, str):
+        raise ConfigurationError(
+            "exclude must be a list of patterns such as ['node_modules/', '*.log'], not one string."
+        )
+    patterns = tuple(exclude)
+    for pattern in patterns:
+        if not isinstance(pattern, str) or not pattern.strip("/"):
+            raise ConfigurationError(
+                f"exclude patterns must be non-empty strings such as '*.log', got {pattern!r}."
+            )
+    return patterns
+
+
+# -- background processes ------------------------------------------------------------------------
+
+
+def keep_running(command: object, log: object) -> None:
+    """`BackgroundProcess.keep_running`'s shell line and log path."""
+    if not isinstance(command, str) or not command.strip() or "\0" in command:
+        raise ConfigurationError("command must be a non-empty shell command line.")
+    if not isinstance(log, str) or not log or "\0" in log:
+        raise ConfigurationError("log must be a non-empty path.")
+
+
+# -- snapshots and removal -----------------------------------------------------------------------
+
+
+def started_session(sandbox_id: str | None) -> str:
+    """The sandbox id of a session to snapshot, which must have started."""
+    if sandbox_id is None:
+        raise ConfigurationError(
+            "The session has no sandbox yet: start it (await session.start()) before taking "
+            "a snapshot."
+        )
+    return sandbox_id
+
+
+def snapshot_source(value: object) -> str:
+    """A sandbox id given to snapshot instead of a session, stripped."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigurationError("Pass a session or a non-empty sandbox id to snapshot.")
+    return value.strip()
+
+
+def snapshot_id(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigurationError(f"snapshot_id must be a non-empty string, got {value!r}.")
+    return value.strip()
+
+
+def restore_lifetime(value: object) -> float | None:
+    """The lifetime of a sandbox restored from a snapshot: None or at least 60 seconds."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 60
+    ):
+        raise ConfigurationError(f"lifetime must be None or at least 60 seconds, got {value!r}.")
+    return float(value)
+
+
+def removal_selectors(ids: object, owner: object, idle_for: object, all_: object) -> None:
+    """At least one selector of `remove_sandboxes` (`metadata` alone is not one)."""
+    if ids is None and owner is None and idle_for is None and not all_:
+        raise ConfigurationError(
+            "remove_sandboxes() was called without a selector, and would delete every sandbox "
+            "these packages ever created on the server: pass ids=, owner=, idle_for= or all_=True."
+        )
