@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from opensandbox_core._errors import CommandTimeoutError, ConfigurationError, ServerError
+from opensandbox_core._wire._events import CommandEvents, read_events
 from opensandbox_core._wire._execd import ExecdError
 
 if TYPE_CHECKING:
@@ -220,31 +221,18 @@ async def start_background(
     until execd stops answering "command not found" (a few ms), at most `_REGISTRATION_BUDGET`.
     """
     execd = (await life.context()).execd
-    execution_id: str | None = None
-    failure: str | None = None
+    stream = CommandEvents()
     try:
         async with asyncio.timeout(_REGISTRATION_BUDGET * 6):
-            events = execd.run_events(body)
-            try:
-                async for event in events:
-                    kind = event.get("type")
-                    if kind == "init":
-                        execution_id = str(event.get("text") or "") or None
-                    elif kind == "execution_complete":
-                        break
-                    elif kind == "error":
-                        error = event.get("error") or {}
-                        failure = f"{error.get('ename')}: {error.get('evalue')}"[:300]
-                        break
-            finally:
-                await events.aclose()
+            await read_events(execd, body, stream.handle, done=stream.done)
     except Exception as exc:
         await life.fail(exc, "start a background process", execd=execd)
+    execution_id = stream.execution_id
     if execution_id is None:
         raise ServerError(f"Sandbox {session.id} did not return an id for the background process.")
-    if failure is not None:
+    if stream.failure is not None:
         raise ServerError(
-            f"The background process could not start in sandbox {session.id}: {failure}"
+            f"The background process could not start in sandbox {session.id}: {stream.failure}"
         )
     deadline = time.monotonic() + _REGISTRATION_BUDGET
     delay = 0.002

@@ -14,7 +14,7 @@ import errno
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NoReturn, Protocol
 
 import httpx
@@ -24,14 +24,20 @@ from opensandbox_core._errors import CommandTimeoutError, ServerError, new_path_
 from opensandbox_core._files import _fallback
 from opensandbox_core._lifecycle._lifetime import renewing
 from opensandbox_core._types import CommandResult
-from opensandbox_core._wire._events import STALL_TIMEOUT, Context, command_body, read_events
+from opensandbox_core._wire._events import (
+    STALL_TIMEOUT,
+    CommandEvents,
+    Context,
+    command_body,
+    read_events,
+)
 from opensandbox_core._wire._execd import ExecdClient, ExecdError
 from opensandbox_core._wire._framing import Framing, OutputBuffer, rebuild
 
 from ._capture import CAPTURE_ENV, Capture
-from ._output import COMMAND_ID, Collected, collect, leftover_files
+from ._output import Collected, collect, leftover_files
 
-__all__ = ["COMMAND_ID", "Commands", "Lifecycle", "OutputCallback", "Runner"]
+__all__ = ["Commands", "Lifecycle", "OutputCallback", "Runner"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,42 +91,28 @@ class Lifecycle(Protocol):
 
 @dataclass
 class _RunState:
-    """What a running command's events have told so far."""
+    """What a running command's events have told so far (`stream`, the one event reader),
+    with its output rebuilt into the two buffers as it arrives."""
 
     framing: Framing
     out: OutputBuffer
     err: OutputBuffer
     on_output: OutputCallback | None = None
     capture: Capture | None = None
-    execution_id: str | None = None
-    events: int = 0
-    exit_code: int | None = None
-    error: str | None = None
+    stream: CommandEvents = field(init=False)
 
-    def done(self) -> bool:
-        return self.exit_code is not None or bool(self.error)
+    def __post_init__(self) -> None:
+        self.stream = CommandEvents(output=self._output)
 
-    def handle(self, event: Mapping[str, Any]) -> Awaitable[None] | None:
-        kind = event.get("type")
-        self.events += 1
-        if kind == "init":
-            self.execution_id = str(event.get("text") or "") or None
-        elif kind in ("stdout", "stderr"):
-            piece = rebuild(self.framing, str(event.get("text", "")))
-            (self.out if kind == "stdout" else self.err).add(piece)
-            if self.on_output is not None:
-                return self.on_output(kind, piece)
-        elif kind == "execution_complete":
-            self.exit_code = 0
-        elif kind == "error":
-            error = event.get("error") or {}
-            if error.get("ename") == "CommandExecError":
-                try:
-                    self.exit_code = int(str(error.get("evalue", "")).strip())
-                except ValueError:
-                    self.error = str(error.get("evalue", ""))[:300]
-            else:
-                self.error = f"{error.get('ename')}: {error.get('evalue')}"[:300]
+    @property
+    def execution_id(self) -> str | None:
+        return self.stream.execution_id
+
+    def _output(self, kind: Literal["stdout", "stderr"], text: str) -> Awaitable[None] | None:
+        piece = rebuild(self.framing, text)
+        (self.out if kind == "stdout" else self.err).add(piece)
+        if self.on_output is not None:
+            return self.on_output(kind, piece)
         return None
 
     def rebuilt(self) -> tuple[str, str, bool]:
@@ -246,7 +238,7 @@ class Commands:
             async with asyncio.timeout(grace), renewing(self._life):
                 # Reading stops at the completion (or error) event: execd holds the stream open
                 # for a second after it, and sends nothing more.
-                await read_events(ctx.execd, body, state.handle, done=state.done)
+                await read_events(ctx.execd, body, state.stream.handle, done=state.stream.done)
         except TimeoutError:
             stopped = await self.interrupt(ctx.execd, state.execution_id)
             stdout, stderr, cut = await _bounded(
@@ -268,27 +260,28 @@ class Commands:
                 raise new_path_error(FileNotFoundError, errno.ENOENT, where) from None
             detail = None
             state.discard_leftovers(ctx)
-            if state.events and isinstance(exc, httpx.TransportError):
+            if state.stream.events and isinstance(exc, httpx.TransportError):
                 # The stream was cut after execd had accepted the command (HTTP 200, events).
                 stopped = await self.interrupt(ctx.execd, state.execution_id)
                 detail = (
                     f"the output stream of command {state.execution_id or '(no id yet)'} was "
-                    f"cut after {state.events} events ({type(exc).__name__}); whether and how "
+                    f"cut after {state.stream.events} events ({type(exc).__name__}); whether and how "
                     f"the command ended is unknown, and it {_stop_outcome(state, stopped)}."
                 )
             await self._life.fail(exc, "run a command", execd=ctx.execd, path=where, detail=detail)
 
     async def _exit_code(self, ctx: Context, state: _RunState, workdir: str) -> int:
         """The finished command's exit code, or the error its stream ended with."""
-        if state.exit_code is not None:
-            return state.exit_code
+        if state.stream.exit_code is not None:
+            return state.stream.exit_code
         state.discard_leftovers(ctx)
-        if state.error:
-            mapped = path_error(state.error, workdir)
+        error = state.stream.error
+        if error:
+            mapped = path_error(error, workdir)
             if mapped is not None:
                 raise mapped
             raise ServerError(
-                f"The command could not run in sandbox {self._life.sandbox_id}: {state.error}"
+                f"The command could not run in sandbox {self._life.sandbox_id}: {error}"
             )
         await self._life.fail(
             ServerError(

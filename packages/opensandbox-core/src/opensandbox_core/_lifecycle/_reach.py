@@ -13,21 +13,20 @@ import logging
 import posixpath
 import shlex
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, NoReturn
+from typing import TYPE_CHECKING, Final, Literal, NoReturn
 
 import httpx
 
 from opensandbox_core import _errors
-from opensandbox_core._commands._output import COMMAND_ID
 from opensandbox_core._errors import (
     ConfigurationError,
     SandboxUnavailableError,
     UnsupportedDaemonError,
 )
 from opensandbox_core._files._filesystem import file_api_cache
-from opensandbox_core._wire._events import command_body, read_events
+from opensandbox_core._wire._events import COMMAND_ID, CommandEvents, command_body, read_events
 from opensandbox_core._wire._execd import EXECD_PORT, ExecdClient, ExecdEndpoint, ExecdError
 from opensandbox_core._wire._framing import (
     PROBE_COMMAND,
@@ -202,30 +201,18 @@ async def _run_probe(
     command = f"{setup}; printf '{_TMP_MARK}%s\\n' \"${{TMPDIR:-/tmp}}\" >&2; {PROBE_COMMAND}"
     stdout: list[str] = []
     stderr: list[str] = []
-    state: dict[str, Any] = {"id": None, "done": False}
 
-    def handle(event: Mapping[str, Any]) -> None:
-        kind = event.get("type")
-        if kind == "init":
-            state["id"] = str(event.get("text") or "") or None
-        elif kind == "stdout":
-            stdout.append(str(event.get("text", "")))
-        elif kind == "stderr":
-            stderr.append(str(event.get("text", "")))
-        elif kind in ("execution_complete", "error"):
-            state["done"] = True
+    def output(kind: Literal["stdout", "stderr"], text: str) -> None:
+        (stdout if kind == "stdout" else stderr).append(text)
 
+    stream = CommandEvents(output=output)
     try:
         async with asyncio.timeout(60):
-            await read_events(
-                execd,
-                command_body(command, cwd=None, timeout=30),
-                handle,
-                done=lambda: bool(state["done"]),
-            )
+            body = command_body(command, cwd=None, timeout=30)
+            await read_events(execd, body, stream.handle, done=stream.done)
     except Exception as exc:
         await fail(exc, execd)
-    return stdout, stderr, state["id"]
+    return stdout, stderr, stream.execution_id
 
 
 async def _find_output_dir(
