@@ -206,7 +206,7 @@ class FakeExecd:
 
 
 class Commands:
-    """`session.run` for argv commands, run on this machine."""
+    """The commands facet's `run` for argv commands, run on this machine."""
 
     def __init__(self, cwd: Path) -> None:
         self.cwd = cwd
@@ -214,7 +214,7 @@ class Commands:
 
     async def __call__(
         self, command: str | Sequence[str], **kwargs: Any
-    ) -> CommandResult:  # same keywords as AsyncSandboxSession.run
+    ) -> CommandResult:  # same keywords as Commands.run
         assert not isinstance(command, str), "file operations run argv commands only"
         argv = list(command)
         self.argvs.append(argv)
@@ -245,7 +245,7 @@ def _session(version: str, workdir: Path, sandbox_id: str) -> Offline:
     session._life.loops[asyncio.get_running_loop()] = _LoopClients(
         sdk_config=sdk_config, sandboxes=sandboxes, execd=execd
     )
-    session.run = commands  # type: ignore[method-assign]
+    session._commands.run = commands  # type: ignore[method-assign]
     return session, daemon, commands
 
 
@@ -665,6 +665,6 @@ async def test_a_tool_missing_from_the_image_is_no_path_error(tmp_path: Path) ->
         commands.argvs.append(list(command))
         return CommandResult(127, "", "env: 'find': No such file or directory\n")
 
-    session.run = missing_find  # type: ignore[method-assign]
+    session._commands.run = missing_find  # type: ignore[method-assign]
     with pytest.raises(ServerError, match="find"):
         await session.stat("file.txt")

@@ -139,10 +139,9 @@ class AsyncSandboxSession:
             env=self._env,
             default_timeout=timeout_default,
             max_output=max_output,
-            runner=self._run_argv,
         )
-        self._files = FileSystem(self._life, self._commands, runner=self._run_argv)
-        self._transfers = Transfers(self._life, self._files, runner=self._run_argv)
+        self._files = FileSystem(self._life, self._commands)
+        self._transfers = Transfers(self._life, self._files, self._commands)
         _background.register(self, self._life)
         self._life.connection.check_security()
 
@@ -433,16 +432,6 @@ class AsyncSandboxSession:
         """Replace every occurrence of `old` with `new` in a file, in place (see
         `Transfers.replace_text`)."""
         await self._transfers.replace_text(path, old, new)
-
-    async def _run_argv(
-        self,
-        command: Sequence[str],
-        *,
-        cwd: str | None,
-        timeout: float | None,
-        max_output: int | None,
-    ) -> CommandResult:
-        return await self.run(command, cwd=cwd, timeout=timeout, max_output=max_output)
 
     async def _literal_cwd(self, command: str | Sequence[str], workdir: str) -> tuple[str, str]:
         """See `Commands.literal_cwd`."""

@@ -25,7 +25,6 @@ from opensandbox_core._files import _fallback
 from opensandbox_core._lifecycle._lifetime import renewing
 from opensandbox_core._types import CommandResult
 from opensandbox_core._wire._events import (
-    STALL_TIMEOUT,
     CommandEvents,
     Context,
     command_body,
@@ -37,24 +36,11 @@ from opensandbox_core._wire._framing import Framing, OutputBuffer, rebuild
 from ._capture import CAPTURE_ENV, Capture
 from ._output import Collected, collect, leftover_files
 
-__all__ = ["Commands", "Lifecycle", "OutputCallback", "Runner"]
+__all__ = ["Commands", "Lifecycle", "OutputCallback"]
 
 logger = logging.getLogger(__name__)
 
 OutputCallback = Callable[[Literal["stdout", "stderr"], str], Awaitable[None] | None]
-
-
-class Runner(Protocol):
-    """Runs an argv command to completion (the session's `run`, with these keywords)."""
-
-    def __call__(
-        self,
-        command: Sequence[str],
-        *,
-        cwd: str | None,
-        timeout: float | None,
-        max_output: int | None,
-    ) -> Awaitable[CommandResult]: ...
 
 
 _MISSING_CWD: Final = "working directory does not exist"
@@ -148,12 +134,8 @@ class Commands:
         env: Mapping[str, str],
         default_timeout: float | None,
         max_output: int,
-        runner: Runner,
     ) -> None:
         self._life = lifecycle
-        # What file commands run through: the session's public `run`, so that everything a
-        # session runs goes through one door (as for `FileSystem` and `Transfers`).
-        self._runner: Runner = runner
         self._env = dict(env)
         self._timeout_default = default_timeout
         self._max_output = max_output
@@ -173,8 +155,12 @@ class Commands:
         on_output: OutputCallback | None,
         max_output: int | None,
         plain_lines: bool,
+        read_timeout: float | None = None,
     ) -> CommandResult:
-        """`AsyncSandboxSession.run` (see there); `timeout` is already the effective limit."""
+        """`AsyncSandboxSession.run` (see there); `timeout` is already the effective limit.
+
+        `read_timeout`: the longest silence allowed on the event stream (None: as long as the
+        command may run); file commands pass the lifecycle's `stall_timeout`."""
         text = _validate.command_text(command)
         limit = _validate.timeout(timeout, allow_none=True)
         cap = _validate.output_cap(self._max_output if max_output is None else max_output)
@@ -198,7 +184,8 @@ class Commands:
         body = command_body(text, cwd=sent_cwd, env=envs, timeout=limit)
         state = _RunState(ctx.framing, OutputBuffer(cap), OutputBuffer(cap), on_output, capture)
         started = time.monotonic()
-        await self._stream(ctx, body, state, limit, cap, where=cwd if cwd is not None else workdir)
+        where = cwd if cwd is not None else workdir
+        await self._stream(ctx, body, state, limit, cap, where=where, read_timeout=read_timeout)
         elapsed = time.monotonic() - started
         exit_code = await self._exit_code(ctx, state, workdir)
         try:
@@ -231,6 +218,7 @@ class Commands:
         cap: int,
         *,
         where: str,
+        read_timeout: float | None,
     ) -> None:
         """Read the command's events until it ends; on timeout or cancellation stop it."""
         grace = None if limit is None else limit + min(10.0, 2.0 + limit * 0.1)
@@ -238,7 +226,13 @@ class Commands:
             async with asyncio.timeout(grace), renewing(self._life):
                 # Reading stops at the completion (or error) event: execd holds the stream open
                 # for a second after it, and sends nothing more.
-                await read_events(ctx.execd, body, state.stream.handle, done=state.stream.done)
+                await read_events(
+                    ctx.execd,
+                    body,
+                    state.stream.handle,
+                    done=state.stream.done,
+                    read_timeout=read_timeout,
+                )
         except TimeoutError:
             stopped = await self.interrupt(ctx.execd, state.execution_id)
             stdout, stderr, cut = await _bounded(
@@ -328,6 +322,27 @@ class Commands:
             return False
 
     # -- helpers for the files facet and background processes -------------------------------
+    async def run_argv(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None,
+        cwd: str | None = None,
+        max_output: int | None = None,
+        read_timeout: float | None = None,
+    ) -> CommandResult:
+        """Run an argv command to completion with the session's defaults, as `run` would."""
+        return await self.run(
+            argv,
+            cwd=cwd,
+            env=None,
+            timeout=timeout,
+            on_output=None,
+            max_output=max_output,
+            plain_lines=False,
+            read_timeout=read_timeout,
+        )
+
     async def file_command(
         self,
         argv: list[str],
@@ -337,14 +352,18 @@ class Commands:
         max_output: int | None = None,
     ) -> CommandResult:
         """Run one of the file commands (`_files`), with messages in English; a tool missing
-        from the sandbox image is a ServerError that names it, never a path error."""
-        token = STALL_TIMEOUT.set(self._life.stall_timeout)
-        try:
-            result = await self._runner(
-                ["env", "LC_ALL=C", *argv], cwd=cwd, timeout=timeout, max_output=max_output
-            )
-        finally:
-            STALL_TIMEOUT.reset(token)
+        from the sandbox image is a ServerError that names it, never a path error.
+
+        Such a command answers at once, so a stream silent for longer than the lifecycle's
+        `stall_timeout` (execd's 3 s keep-alive plus the request timeout) is a stalled network,
+        reported like a stalled HTTP request instead of waiting out the whole `timeout`."""
+        result = await self.run_argv(
+            ["env", "LC_ALL=C", *argv],
+            cwd=cwd,
+            timeout=timeout,
+            max_output=max_output,
+            read_timeout=self._life.stall_timeout,
+        )
         if result.exit_code in (126, 127):
             raise ServerError(
                 f"Could not run `{argv[0]}` in sandbox {self._life.sandbox_id} "

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final, Protocol
 
-from opensandbox_core._commands._run import Commands, Lifecycle, Runner
+from opensandbox_core._commands._run import Commands, Lifecycle
 from opensandbox_core._errors import ConfigurationError, ServerError, new_path_error, path_error
 from opensandbox_core._types import CommandResult, FileInfo, FileKind
 from opensandbox_core._wire._execd import ExecdClient, ExecdError
@@ -79,10 +79,9 @@ def kind_of(value: object) -> FileKind:
 class FileSystem:
     """Paths and metadata of one session's sandbox (see the module docstring)."""
 
-    def __init__(self, life: FileLink, commands: Commands, *, runner: Runner) -> None:
+    def __init__(self, life: FileLink, commands: Commands) -> None:
         self._life = life
         self._commands = commands
-        self._run = runner
 
     def resolve(self, path: str) -> str:
         """The absolute path that `path` names (relative paths start at the working dir).
@@ -232,9 +231,7 @@ class FileSystem:
     async def _follow_kinds(self, paths: list[str]) -> list[tuple[bool, bool]]:
         """(is_dir, is_file) of each path with symlinks followed; broken links are neither."""
         script = 'for p; do if [ -d "$p" ]; then echo d; elif [ -f "$p" ]; then echo f; else echo o; fi; done'
-        result = await self._run(
-            ["sh", "-c", script, "sh", *paths], cwd=None, timeout=60, max_output=None
-        )
+        result = await self._commands.run_argv(["sh", "-c", script, "sh", *paths], timeout=60)
         kinds = result.stdout.split()
         if len(kinds) != len(paths):
             raise ServerError(f"Could not inspect symlinks in sandbox {self._life.sandbox_id}.")

@@ -9,7 +9,6 @@ what every command path (foreground, background, the probe) builds and reads the
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import inspect
 import math
 import re
@@ -22,7 +21,6 @@ from ._framing import Framing
 
 __all__ = [
     "COMMAND_ID",
-    "STALL_TIMEOUT",
     "CommandEvents",
     "Context",
     "OutputSink",
@@ -37,14 +35,6 @@ COMMAND_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,128}")
 OutputSink = Callable[[Literal["stdout", "stderr"], str], Awaitable[None] | None]
 """Where `CommandEvents` hands each output event's text (raw: undoing the framing is the
 caller's), as it arrives; it may return an awaitable, which is awaited before the next event."""
-
-# Set while the session runs a command of its own for a file operation: such a command answers at
-# once, so a stream silent for longer than this (execd's 3 s keep-alive plus the request timeout)
-# is a stalled network, reported like a stalled HTTP request instead of waiting out the command's
-# whole timeout.
-STALL_TIMEOUT: contextvars.ContextVar[float | None] = contextvars.ContextVar(
-    "STALL_TIMEOUT", default=None
-)
 
 
 @dataclass(frozen=True)
@@ -139,13 +129,15 @@ async def read_events(
     handle: Callable[[Mapping[str, Any]], Awaitable[None] | None],
     *,
     done: Callable[[], bool],
+    read_timeout: float | None = None,
 ) -> None:
-    """Feed a command's events to `handle` until `done()` (then close the stream) or its end.
+    """Feed a command's events to `handle` until `done()` (then close the stream) or its end;
+    `read_timeout`: the longest silence allowed between two chunks (None: no limit).
 
     execd sends nothing after a command's completion (or error) event but keeps the stream open
     for a grace period (1 s by default), so the stream is closed at once instead of read on.
     """
-    events = execd.run_events(body, read_timeout=STALL_TIMEOUT.get())
+    events = execd.run_events(body, read_timeout=read_timeout)
     try:
         while not done():
             event = await anext(events, None)
