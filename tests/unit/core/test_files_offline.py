@@ -645,15 +645,18 @@ async def test_a_dollar_cwd_is_entered_by_the_command(tmp_path: Path) -> None:
     odd = tmp_path / "p$$q"
     odd.mkdir()
     (tmp_path / "file$1").write_bytes(b"")
-    assert await session._literal_cwd(["ls", "-a"], str(tmp_path)) == ("ls -a", str(tmp_path))
-    command, cwd = await session._literal_cwd("pwd", str(odd))
+    assert await session._commands.literal_cwd(["ls", "-a"], str(tmp_path)) == (
+        "ls -a",
+        str(tmp_path),
+    )
+    command, cwd = await session._commands.literal_cwd("pwd", str(odd))
     assert cwd == "/" and "$" not in cwd
     done = subprocess.run(["bash", "-c", command], capture_output=True, check=False, cwd="/")
     assert done.stdout.decode() == f"{odd}\n"
     with pytest.raises(FileNotFoundError):
-        await session._literal_cwd("pwd", str(tmp_path / "missing$1"))
+        await session._commands.literal_cwd("pwd", str(tmp_path / "missing$1"))
     with pytest.raises(NotADirectoryError):
-        await session._literal_cwd("pwd", str(tmp_path / "file$1"))
+        await session._commands.literal_cwd("pwd", str(tmp_path / "file$1"))
 
 
 async def test_a_tool_missing_from_the_image_is_no_path_error(tmp_path: Path) -> None:

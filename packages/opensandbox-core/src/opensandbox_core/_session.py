@@ -361,9 +361,6 @@ class AsyncSandboxSession:
         )
 
     # -- files (the `_filesystem` and `_transfers` facets) -----------------------------------
-    def _resolve(self, path: str) -> str:
-        return self._life.resolve(path)
-
     async def realpath(self, path: str) -> str:
         """The canonical absolute path (symlinks resolved, missing names kept), like `realpath -m`."""
         return await self._files.realpath(path)
@@ -432,7 +429,3 @@ class AsyncSandboxSession:
         """Replace every occurrence of `old` with `new` in a file, in place (see
         `Transfers.replace_text`)."""
         await self._transfers.replace_text(path, old, new)
-
-    async def _literal_cwd(self, command: str | Sequence[str], workdir: str) -> tuple[str, str]:
-        """See `Commands.literal_cwd`."""
-        return await self._commands.literal_cwd(command, workdir)

@@ -2,8 +2,9 @@
 starting background processes, on top of the lifecycle's small interface (`Lifecycle`).
 
 It never reaches into the session: everything it needs from the lifecycle (a reachable sandbox,
-the error boundary for a failed call, path resolution, renewal while a command runs) comes
-through the `Lifecycle` protocol, which `_session` implements.
+the error boundary for a failed call, renewal while a command runs) comes through the
+`Lifecycle` protocol, which `_lifecycle.SandboxLifecycle` implements. A `cwd` is resolved like
+any path of the files facet (`_files._paths.resolve`, pure).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import httpx
 from opensandbox_core import _validate
 from opensandbox_core._errors import CommandTimeoutError, ServerError, new_path_error, path_error
 from opensandbox_core._files import _fallback
+from opensandbox_core._files._paths import resolve
 from opensandbox_core._lifecycle._lifetime import renewing
 from opensandbox_core._types import CommandResult
 from opensandbox_core._wire._events import (
@@ -69,8 +71,6 @@ class Lifecycle(Protocol):
         path: str | None = None,
         detail: str | None = None,
     ) -> NoReturn: ...
-
-    def resolve(self, path: str) -> str: ...
 
     async def renew_once(self) -> None: ...
 
@@ -166,7 +166,7 @@ class Commands:
         cap = _validate.output_cap(self._max_output if max_output is None else max_output)
         envs = {**self._env, **_validate.env(env)}
         ctx = await self._life.context()
-        workdir = ctx.working_dir if cwd is None else self._life.resolve(cwd)
+        workdir = ctx.working_dir if cwd is None else resolve(cwd, ctx.working_dir)
         text, sent_cwd = await self.literal_cwd(text, workdir, ctx)
         # Line-framed execd sends one event per line: when nobody streams, the output goes to
         # capture files instead and is read by range at the end (see `_capture`).
@@ -410,7 +410,7 @@ class Commands:
         limit = _validate.timeout(timeout, allow_none=True)
         envs = {**self._env, **_validate.env(env)}
         ctx = await self._life.context()
-        workdir = ctx.working_dir if cwd is None else self._life.resolve(cwd)
+        workdir = ctx.working_dir if cwd is None else resolve(cwd, ctx.working_dir)
         text, sent_cwd = await self.literal_cwd(command, workdir, ctx)
         return command_body(text, cwd=sent_cwd, env=envs, timeout=limit, background=True)
 

@@ -21,7 +21,7 @@ from opensandbox_core._errors import ConfigurationError, ServerError, new_path_e
 from opensandbox_core._types import CommandResult, FileInfo, FileKind
 from opensandbox_core._wire._execd import ExecdClient, ExecdError
 
-from . import _fallback
+from . import _fallback, _paths
 
 __all__ = ["FileLink", "FileSystem", "file_api_cache"]
 
@@ -84,12 +84,9 @@ class FileSystem:
         self._commands = commands
 
     def resolve(self, path: str) -> str:
-        """The absolute path that `path` names (relative paths start at the working dir).
-
-        Any text is taken literally: `$` and a leading `~` are never expanded (paths that execd
-        would expand go through commands, see `_files`).
-        """
-        return self._life.resolve(path)
+        """The absolute path that `path` names (relative paths start at the working dir; the
+        sandbox has been reached). Taken literally: see `_paths.resolve`."""
+        return _paths.resolve(path, self._life.working_dir)
 
     async def target(self, path: str, *, create: bool = False) -> str:
         """The absolute path an operation works on, with `..` segments resolved like the kernel

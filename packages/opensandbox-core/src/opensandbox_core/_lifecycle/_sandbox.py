@@ -19,14 +19,13 @@ import contextlib
 import errno
 import inspect
 import logging
-import posixpath
 import threading
 import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
-from opensandbox_core import _errors, _validate
+from opensandbox_core import _errors
 from opensandbox_core._config import Connection, SandboxSpec
 from opensandbox_core._defaults import READY_TIMEOUT
 from opensandbox_core._errors import (
@@ -163,17 +162,6 @@ class SandboxLifecycle:
         ready = self.ready
         assert ready is not None and clients.execd is not None
         return Context(clients.execd, ready.framing, ready.working_dir, self.output_dir)
-
-    def resolve(self, path: str) -> str:
-        """The absolute path that `path` names (relative paths start at the working dir).
-
-        Any text is taken literally: `$` and a leading `~` are never expanded (paths that execd
-        would expand go through commands, see `_files`).
-        """
-        _validate.path(path)
-        if path.startswith("/"):
-            return path
-        return posixpath.join(self.working_dir, path)
 
     async def renew_once(self) -> None:
         if self.sandbox_id is None or self.destroyed:
