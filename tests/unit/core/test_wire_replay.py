@@ -31,10 +31,10 @@ from opensandbox_core import (
     Connection,
     Framing,
     UnsupportedDaemonError,
-    _reach,
 )
 from opensandbox_core import _session as session_module
 from opensandbox_core._commands._output import WARNED_REBUILT
+from opensandbox_core._lifecycle import _reach
 from opensandbox_core._lifecycle._sandbox import SandboxLifecycle
 from opensandbox_core._wire._execd import ExecdClient, ExecdEndpoint
 from opensandbox_core._wire._framing import EventSplitter, decode_output

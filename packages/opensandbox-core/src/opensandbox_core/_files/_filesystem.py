@@ -18,6 +18,7 @@ from typing import Any, Final, Protocol
 
 from opensandbox_core._commands._run import Commands, Lifecycle
 from opensandbox_core._errors import ConfigurationError, ServerError, new_path_error, path_error
+from opensandbox_core._lifecycle._caches import SandboxCache
 from opensandbox_core._types import CommandResult, FileInfo, FileKind
 from opensandbox_core._wire._execd import ExecdClient, ExecdError
 
@@ -29,8 +30,11 @@ logger = logging.getLogger(__name__)
 
 _DIR_MODE: Final = 0o755
 
-file_api_cache: dict[tuple[str, str], _fallback.FileApi] = {}
-"""What each sandbox's execd file API offers, keyed by (domain, sandbox id): process-wide."""
+file_api_cache: SandboxCache[tuple[str, str], _fallback.FileApi] = SandboxCache(
+    "what each sandbox's execd file API offers"
+)
+"""Learnt once per sandbox (the info of `/`): process-wide, keyed by (domain, sandbox id), like
+every verdict about a sandbox (`_lifecycle._caches` says why that is safe)."""
 
 
 class FileLink(Lifecycle, Protocol):

@@ -38,7 +38,7 @@ from opensandbox_core._wire._events import Context
 from opensandbox_core._wire._execd import ExecdClient, ExecdEndpoint, ExecdError
 from opensandbox_core._wire._framing import Framing
 
-from . import _pausing, _reach
+from . import _caches, _pausing, _reach
 from ._lifetime import Renewal, renew_if_due
 from ._startup import Creator
 
@@ -357,7 +357,7 @@ class SandboxLifecycle:
                 _errors.translate(exc, action="destroy the sandbox", sandbox_id=sandbox_id)
             logger.debug("sandbox %s was already gone", sandbox_id)
         finally:
-            _reach.forget(self.domain, sandbox_id)
+            _caches.forget(self.domain, sandbox_id)
         self.destroyed = True
         await self.aclose()
 
