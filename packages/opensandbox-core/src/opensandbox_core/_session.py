@@ -29,11 +29,10 @@ import contextlib
 import os
 import posixpath
 from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Unpack
+from typing import Any, Final, Unpack
 
 from . import _validate
-from ._commands import _background
-from ._commands._background import start_background
+from ._commands._background import BackgroundProcess, start_background
 from ._commands._run import Commands, OutputCallback
 from ._config import Connection, SandboxSpec, validate_env
 from ._defaults import (
@@ -51,9 +50,6 @@ from ._lifecycle._sandbox import SandboxLifecycle
 from ._lifecycle._startup import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY
 from ._types import CommandResult, FileInfo, TransferResult
 from ._wire._framing import Framing
-
-if TYPE_CHECKING:
-    from ._commands._background import BackgroundProcess
 
 __all__ = [
     "DEFAULT",
@@ -142,7 +138,6 @@ class AsyncSandboxSession:
         )
         self._files = FileSystem(self._life, self._commands)
         self._transfers = Transfers(self._life, self._files, self._commands)
-        _background.register(self, self._life)
         self._life.connection.check_security()
 
     # -- identity ---------------------------------------------------------------------------
@@ -227,12 +222,10 @@ class AsyncSandboxSession:
         must outlive it with `BackgroundProcess.keep_running(...)`.
         """
         body = await self._commands.background_body(command, cwd=cwd, env=env, timeout=timeout)
-        return await start_background(self._life, self, body)
+        return await start_background(self, body)
 
     def background(self, execution_id: str) -> BackgroundProcess:
         """A handle on a background process started earlier (by this or another session)."""
-        from ._commands._background import BackgroundProcess
-
         return BackgroundProcess(self, execution_id)
 
     async def get_endpoint(self, port: int) -> tuple[str, dict[str, str]]:
