@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterator
 from datetime import timedelta
 from http import HTTPStatus
 
+import httpx
 import pytest
 from opensandbox.transport import RetryAsyncTransport, RetryPolicy
 
@@ -19,8 +20,9 @@ from opensandbox_core import (
     ProcessStatus,
     SandboxSpec,
 )
-from opensandbox_core._wire._events import command_body, timeout_ms
-from opensandbox_core.testing import FakeOpenSandbox
+from opensandbox_core._lifecycle._sandbox import SandboxLifecycle
+from opensandbox_core._wire._events import CommandEvents, command_body, timeout_ms
+from opensandbox_core.testing import FakeCommand, FakeOpenSandbox, FakeOutcome
 
 pytestmark = pytest.mark.filterwarnings("ignore::opensandbox_core.InsecureSandboxWarning")
 
@@ -36,6 +38,88 @@ def test_one_body_builder_rounds_milliseconds_up() -> None:
         "timeout": 2500,
         "background": True,
     }
+
+
+def test_one_event_reader_tells_id_output_exit_and_errors() -> None:
+    seen: list[tuple[str, str]] = []
+    ok = CommandEvents(output=lambda kind, text: seen.append((kind, text)))
+    for event in (
+        {"type": "init", "text": "id-1"},
+        {"type": "stdout", "text": "a"},
+        {"type": "ping", "text": "pong"},
+        {"type": "stderr", "text": "b"},
+    ):
+        ok.handle(event)
+    assert not ok.done() and ok.execution_id == "id-1" and ok.events == 4
+    ok.handle({"type": "execution_complete"})
+    assert ok.done() and ok.exit_code == 0 and ok.failure is None
+    assert seen == [("stdout", "a"), ("stderr", "b")]
+    exited = CommandEvents()
+    exited.handle({"type": "error", "error": {"ename": "CommandExecError", "evalue": " 3 "}})
+    assert exited.done() and exited.exit_code == 3 and exited.error is None
+    assert exited.failure == "CommandExecError:  3 "  # what a background start reports
+    broken = CommandEvents()
+    broken.handle({"type": "init", "text": ""})
+    broken.handle({"type": "error", "error": {"ename": "OSError", "evalue": "x" * 400}})
+    assert broken.done() and broken.exit_code is None and broken.execution_id is None
+    assert broken.error == broken.failure == ("OSError: " + "x" * 400)[:300]
+
+
+class _ReadTimeouts(httpx.AsyncBaseTransport):
+    """A transport whose response streams keep httpx's read timeout, which `MockTransport`
+    ignores: a silence longer than it raises `httpx.ReadTimeout`, as a real connection does."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        limit = request.extensions.get("timeout", {}).get("read")
+        stream = response.stream
+        if limit is None or not isinstance(stream, AsyncIterable):
+            return response
+
+        async def chunks() -> AsyncIterator[bytes]:
+            iterator = aiter(stream)
+            while True:
+                try:
+                    async with asyncio.timeout(limit):
+                        chunk = await anext(iterator)
+                except StopAsyncIteration:
+                    return
+                except TimeoutError:
+                    raise httpx.ReadTimeout(
+                        "no data within the read timeout", request=request
+                    ) from None
+                yield chunk
+
+        return httpx.Response(response.status_code, headers=response.headers, content=chunks())
+
+
+async def test_a_silent_file_command_is_a_stall_but_a_silent_run_waits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A file command answers at once, so its stream may stay silent only for the lifecycle's
+    `stall_timeout`; a command the caller runs may be silent for as long as it runs."""
+    monkeypatch.setattr(SandboxLifecycle, "stall_timeout", property(lambda self: 0.2))
+
+    def slow(command: FakeCommand) -> FakeOutcome | None:
+        if "sleepy" in command.command:
+            return FakeOutcome(stdout=b"/sleepy\0", delay=0.6)
+        return None
+
+    fake = FakeOpenSandbox(on_command=slow)
+    transport = _ReadTimeouts(fake.transport)
+    connection = Connection(domain=fake.domain, api_key=fake.api_key, transport=transport)
+    async with AsyncSandboxSession(SandboxSpec(image="img"), connection=connection) as sb:
+        await sb.start()
+        started = time.monotonic()
+        assert (await sb.run("echo sleepy", timeout=10)).exit_code == 0
+        assert time.monotonic() - started >= 0.6
+        started = time.monotonic()
+        with pytest.raises(OpenSandboxError):
+            await sb.realpath("/sleepy")  # `realpath` runs as a file command
+        assert time.monotonic() - started < 0.5
 
 
 async def test_a_command_post_is_never_sent_twice_through_a_retrying_transport() -> None:

@@ -206,7 +206,7 @@ class FakeExecd:
 
 
 class Commands:
-    """`session.run` for argv commands, run on this machine."""
+    """The commands facet's `run` for argv commands, run on this machine."""
 
     def __init__(self, cwd: Path) -> None:
         self.cwd = cwd
@@ -214,7 +214,7 @@ class Commands:
 
     async def __call__(
         self, command: str | Sequence[str], **kwargs: Any
-    ) -> CommandResult:  # same keywords as AsyncSandboxSession.run
+    ) -> CommandResult:  # same keywords as Commands.run
         assert not isinstance(command, str), "file operations run argv commands only"
         argv = list(command)
         self.argvs.append(argv)
@@ -245,7 +245,7 @@ def _session(version: str, workdir: Path, sandbox_id: str) -> Offline:
     session._life.loops[asyncio.get_running_loop()] = _LoopClients(
         sdk_config=sdk_config, sandboxes=sandboxes, execd=execd
     )
-    session.run = commands  # type: ignore[method-assign]
+    session._commands.run = commands  # type: ignore[method-assign]
     return session, daemon, commands
 
 
@@ -645,15 +645,18 @@ async def test_a_dollar_cwd_is_entered_by_the_command(tmp_path: Path) -> None:
     odd = tmp_path / "p$$q"
     odd.mkdir()
     (tmp_path / "file$1").write_bytes(b"")
-    assert await session._literal_cwd(["ls", "-a"], str(tmp_path)) == ("ls -a", str(tmp_path))
-    command, cwd = await session._literal_cwd("pwd", str(odd))
+    assert await session._commands.literal_cwd("ls -a", str(tmp_path)) == (
+        "ls -a",
+        str(tmp_path),
+    )
+    command, cwd = await session._commands.literal_cwd("pwd", str(odd))
     assert cwd == "/" and "$" not in cwd
     done = subprocess.run(["bash", "-c", command], capture_output=True, check=False, cwd="/")
     assert done.stdout.decode() == f"{odd}\n"
     with pytest.raises(FileNotFoundError):
-        await session._literal_cwd("pwd", str(tmp_path / "missing$1"))
+        await session._commands.literal_cwd("pwd", str(tmp_path / "missing$1"))
     with pytest.raises(NotADirectoryError):
-        await session._literal_cwd("pwd", str(tmp_path / "file$1"))
+        await session._commands.literal_cwd("pwd", str(tmp_path / "file$1"))
 
 
 async def test_a_tool_missing_from_the_image_is_no_path_error(tmp_path: Path) -> None:
@@ -665,6 +668,6 @@ async def test_a_tool_missing_from_the_image_is_no_path_error(tmp_path: Path) ->
         commands.argvs.append(list(command))
         return CommandResult(127, "", "env: 'find': No such file or directory\n")
 
-    session.run = missing_find  # type: ignore[method-assign]
+    session._commands.run = missing_find  # type: ignore[method-assign]
     with pytest.raises(ServerError, match="find"):
         await session.stat("file.txt")

@@ -69,14 +69,15 @@ class _Life:
         raise exc
 
 
-async def _no_commands(*_: Any, **__: Any) -> Any:
-    raise AssertionError("this write needs no command")
+class _NoCommands:
+    async def run_argv(self, *_: Any, **__: Any) -> Any:
+        raise AssertionError("this write needs no command")
 
 
 async def test_a_write_through_a_symlink_leaves_only_the_target() -> None:
     files: dict[str, bytes] = {}
     execd = _Execd(files)
-    transfers = Transfers(_Life(), _Files(execd), runner=_no_commands)  # type: ignore[arg-type]
+    transfers = Transfers(_Life(), _Files(execd), _NoCommands())  # type: ignore[arg-type]
 
     await transfers.write_bytes("/d/link", b"through")
     await asyncio.gather(*execd.landing)  # whatever the server was still doing has been done

@@ -29,11 +29,10 @@ import contextlib
 import os
 import posixpath
 from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Unpack
+from typing import Any, Final, Unpack
 
 from . import _validate
-from ._commands import _background
-from ._commands._background import start_background
+from ._commands._background import BackgroundProcess, start_background
 from ._commands._run import Commands, OutputCallback
 from ._config import Connection, SandboxSpec
 from ._defaults import (
@@ -50,9 +49,6 @@ from ._lifecycle._sandbox import SandboxLifecycle
 from ._lifecycle._startup import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY
 from ._types import CommandResult, FileInfo, TransferResult
 from ._wire._framing import Framing
-
-if TYPE_CHECKING:
-    from ._commands._background import BackgroundProcess
 
 __all__ = [
     "DEFAULT",
@@ -136,11 +132,9 @@ class AsyncSandboxSession:
             env=self._env,
             default_timeout=timeout_default,
             max_output=max_output,
-            runner=self._run_argv,
         )
-        self._files = FileSystem(self._life, self._commands, runner=self._run_argv)
-        self._transfers = Transfers(self._life, self._files, runner=self._run_argv)
-        _background.register(self, self._life)
+        self._files = FileSystem(self._life, self._commands)
+        self._transfers = Transfers(self._life, self._files, self._commands)
         self._life.connection.check_security()
 
     # -- identity ---------------------------------------------------------------------------
@@ -225,12 +219,10 @@ class AsyncSandboxSession:
         must outlive it with `BackgroundProcess.keep_running(...)`.
         """
         body = await self._commands.background_body(command, cwd=cwd, env=env, timeout=timeout)
-        return await start_background(self._life, self, body)
+        return await start_background(self, body)
 
     def background(self, execution_id: str) -> BackgroundProcess:
         """A handle on a background process started earlier (by this or another session)."""
-        from ._commands._background import BackgroundProcess
-
         return BackgroundProcess(self, execution_id)
 
     async def get_endpoint(self, port: int) -> tuple[str, dict[str, str]]:
@@ -356,9 +348,6 @@ class AsyncSandboxSession:
         )
 
     # -- files (the `_filesystem` and `_transfers` facets) -----------------------------------
-    def _resolve(self, path: str) -> str:
-        return self._life.resolve(path)
-
     async def realpath(self, path: str) -> str:
         """The canonical absolute path (symlinks resolved, missing names kept), like `realpath -m`."""
         return await self._files.realpath(path)
@@ -427,17 +416,3 @@ class AsyncSandboxSession:
         """Replace every occurrence of `old` with `new` in a file, in place (see
         `Transfers.replace_text`)."""
         await self._transfers.replace_text(path, old, new)
-
-    async def _run_argv(
-        self,
-        command: Sequence[str],
-        *,
-        cwd: str | None,
-        timeout: float | None,
-        max_output: int | None,
-    ) -> CommandResult:
-        return await self.run(command, cwd=cwd, timeout=timeout, max_output=max_output)
-
-    async def _literal_cwd(self, command: str | Sequence[str], workdir: str) -> tuple[str, str]:
-        """See `Commands.literal_cwd`."""
-        return await self._commands.literal_cwd(_validate.command_text(command), workdir)

@@ -1,7 +1,8 @@
 """Long-running processes: execd's native background mode, polled from a cursor.
 
-A `BackgroundProcess` is a handle, not a connection: it holds only the sandbox session and the
-execution id, so it can be re-created later (`session.background(id)`) by whoever knows the id.
+A `BackgroundProcess` is a handle, not a connection: it holds only its session's lifecycle facet
+(the sandbox, its clients and error boundary) and the execution id, so it can be re-created later
+(`session.background(id)`) by whoever knows the id.
 
 What execd does with a background command, and what this module does about it:
 
@@ -27,21 +28,18 @@ import logging
 import posixpath
 import shlex
 import time
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from opensandbox_core import _validate
 from opensandbox_core._errors import CommandTimeoutError, ConfigurationError, ServerError
+from opensandbox_core._wire._events import CommandEvents, read_events
 from opensandbox_core._wire._execd import ExecdError
 
-if TYPE_CHECKING:
-    from opensandbox_core._session import AsyncSandboxSession
+from ._run import Lifecycle
 
-    from ._run import Lifecycle
-
-__all__ = ["BackgroundProcess", "OutputChunk", "ProcessStatus"]
+__all__ = ["BackgroundProcess", "OutputChunk", "ProcessStatus", "SessionLike"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,14 +47,12 @@ DEFAULT_MAX_CHUNK = 1024 * 1024
 _REGISTRATION_BUDGET = 5.0
 """Seconds `start_background` waits for execd to register a started process."""
 
-# The lifecycle facet of each session, registered by the session when it is built: a handle
-# holds only the session (its public identity) and finds the facet here.
-_lifecycles: weakref.WeakKeyDictionary[object, Lifecycle] = weakref.WeakKeyDictionary()
 
+class SessionLike(Protocol):
+    """What a handle is built on: an `AsyncSandboxSession`, whose lifecycle facet it keeps."""
 
-def register(session: object, lifecycle: Lifecycle) -> None:
-    """Make `session`'s background handles use `lifecycle` (called by the session)."""
-    _lifecycles[session] = lifecycle
+    @property
+    def _life(self) -> Lifecycle: ...
 
 
 @dataclass(frozen=True)
@@ -88,17 +84,21 @@ class BackgroundProcess:
     children too); `keep_running` builds a command line whose child survives that.
     """
 
-    def __init__(self, session: AsyncSandboxSession, execution_id: str) -> None:
+    def __init__(self, session: SessionLike, execution_id: str) -> None:
         _validate.non_empty_string(execution_id, "execution_id")
-        self._session = session
+        try:
+            self._facet: Lifecycle | None = session._life
+        except AttributeError:
+            self._facet = None  # not a session: using the handle says so (`_life`)
         self.id = execution_id
 
     def __repr__(self) -> str:
-        return f"BackgroundProcess(id={self.id!r}, sandbox={self._session.id!r})"
+        sandbox = None if self._facet is None else self._facet.sandbox_id
+        return f"BackgroundProcess(id={self.id!r}, sandbox={sandbox!r})"
 
     @property
     def _life(self) -> Lifecycle:
-        life = _lifecycles.get(self._session)
+        life = self._facet
         if life is None:
             raise ConfigurationError(
                 "This BackgroundProcess was not built on an AsyncSandboxSession; get handles "
@@ -205,9 +205,7 @@ def _not_registered(exc: ExecdError) -> bool:
     return exc.status == 404 and "command not found" in exc.message
 
 
-async def start_background(
-    life: Lifecycle, session: AsyncSandboxSession, body: Mapping[str, Any]
-) -> BackgroundProcess:
+async def start_background(session: SessionLike, body: Mapping[str, Any]) -> BackgroundProcess:
     """Start a background command (`body` from `Commands.background_body`) and return its
     handle once execd has registered it.
 
@@ -215,32 +213,22 @@ async def start_background(
     process) and closed without waiting for execd's one-second hold; then the status is asked
     until execd stops answering "command not found" (a few ms), at most `_REGISTRATION_BUDGET`.
     """
+    life = session._life
     execd = (await life.context()).execd
-    execution_id: str | None = None
-    failure: str | None = None
+    stream = CommandEvents()
     try:
         async with asyncio.timeout(_REGISTRATION_BUDGET * 6):
-            events = execd.run_events(body)
-            try:
-                async for event in events:
-                    kind = event.get("type")
-                    if kind == "init":
-                        execution_id = str(event.get("text") or "") or None
-                    elif kind == "execution_complete":
-                        break
-                    elif kind == "error":
-                        error = event.get("error") or {}
-                        failure = f"{error.get('ename')}: {error.get('evalue')}"[:300]
-                        break
-            finally:
-                await events.aclose()
+            await read_events(execd, body, stream.handle, done=stream.done)
     except Exception as exc:
         await life.fail(exc, "start a background process", execd=execd)
+    execution_id = stream.execution_id
     if execution_id is None:
-        raise ServerError(f"Sandbox {session.id} did not return an id for the background process.")
-    if failure is not None:
         raise ServerError(
-            f"The background process could not start in sandbox {session.id}: {failure}"
+            f"Sandbox {life.sandbox_id} did not return an id for the background process."
+        )
+    if stream.failure is not None:
+        raise ServerError(
+            f"The background process could not start in sandbox {life.sandbox_id}: {stream.failure}"
         )
     deadline = time.monotonic() + _REGISTRATION_BUDGET
     delay = 0.002

@@ -11,22 +11,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import posixpath
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
 
 from opensandbox_core._errors import ServerError
-from opensandbox_core._wire._events import Context
+from opensandbox_core._wire._events import COMMAND_ID, Context
 from opensandbox_core._wire._framing import Framing, OutputBuffer, decode_output, whole_characters
 
 from ._capture import Capture, parse_marker
 
-__all__ = ["COMMAND_ID", "Collected", "collect", "exact", "leftover_files"]
+__all__ = ["Collected", "collect", "exact", "leftover_files"]
 
 logger = logging.getLogger(__name__)
 
-COMMAND_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,128}")
 WARNED_REBUILT: set[str | None] = set()
 """Sandbox ids already warned about output rebuilt from line events (a process-wide cache keyed
 on the sandbox id, so that the warning is logged once per sandbox)."""

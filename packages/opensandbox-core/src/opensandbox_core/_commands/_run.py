@@ -2,8 +2,9 @@
 starting background processes, on top of the lifecycle's small interface (`Lifecycle`).
 
 It never reaches into the session: everything it needs from the lifecycle (a reachable sandbox,
-the error boundary for a failed call, path resolution, renewal while a command runs) comes
-through the `Lifecycle` protocol, which `_session` implements.
+the error boundary for a failed call, renewal while a command runs) comes through the
+`Lifecycle` protocol, which `_lifecycle.SandboxLifecycle` implements. A `cwd` is resolved like
+any path of the files facet (`_files._paths.resolve`, pure).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import errno
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NoReturn, Protocol
 
 import httpx
@@ -28,33 +29,26 @@ from opensandbox_core._errors import (
     path_error,
 )
 from opensandbox_core._files import _fallback
+from opensandbox_core._files._paths import resolve
 from opensandbox_core._lifecycle._lifetime import renewing
 from opensandbox_core._types import CommandResult
-from opensandbox_core._wire._events import STALL_TIMEOUT, Context, command_body, read_events
+from opensandbox_core._wire._events import (
+    CommandEvents,
+    Context,
+    command_body,
+    read_events,
+)
 from opensandbox_core._wire._execd import ExecdClient, ExecdError
 from opensandbox_core._wire._framing import Framing, OutputBuffer, rebuild
 
 from ._capture import CAPTURE_ENV, Capture
-from ._output import COMMAND_ID, Collected, collect, leftover_files
+from ._output import Collected, collect, leftover_files
 
-__all__ = ["COMMAND_ID", "Commands", "Lifecycle", "OutputCallback", "Runner"]
+__all__ = ["Commands", "Lifecycle", "OutputCallback"]
 
 logger = logging.getLogger(__name__)
 
 OutputCallback = Callable[[Literal["stdout", "stderr"], str], Awaitable[None] | None]
-
-
-class Runner(Protocol):
-    """Runs an argv command to completion (the session's `run`, with these keywords)."""
-
-    def __call__(
-        self,
-        command: Sequence[str],
-        *,
-        cwd: str | None,
-        timeout: float | None,
-        max_output: int | None,
-    ) -> Awaitable[CommandResult]: ...
 
 
 _MISSING_CWD: Final = "working directory does not exist"
@@ -84,49 +78,33 @@ class Lifecycle(Protocol):
         detail: str | None = None,
     ) -> NoReturn: ...
 
-    def resolve(self, path: str) -> str: ...
-
     async def renew_once(self) -> None: ...
 
 
 @dataclass
 class _RunState:
-    """What a running command's events have told so far."""
+    """What a running command's events have told so far (`stream`, the one event reader),
+    with its output rebuilt into the two buffers as it arrives."""
 
     framing: Framing
     out: OutputBuffer
     err: OutputBuffer
     on_output: OutputCallback | None = None
     capture: Capture | None = None
-    execution_id: str | None = None
-    events: int = 0
-    exit_code: int | None = None
-    error: str | None = None
+    stream: CommandEvents = field(init=False)
 
-    def done(self) -> bool:
-        return self.exit_code is not None or bool(self.error)
+    def __post_init__(self) -> None:
+        self.stream = CommandEvents(output=self._output)
 
-    def handle(self, event: Mapping[str, Any]) -> Awaitable[None] | None:
-        kind = event.get("type")
-        self.events += 1
-        if kind == "init":
-            self.execution_id = str(event.get("text") or "") or None
-        elif kind in ("stdout", "stderr"):
-            piece = rebuild(self.framing, str(event.get("text", "")))
-            (self.out if kind == "stdout" else self.err).add(piece)
-            if self.on_output is not None:
-                return self.on_output(kind, piece)
-        elif kind == "execution_complete":
-            self.exit_code = 0
-        elif kind == "error":
-            error = event.get("error") or {}
-            if error.get("ename") == "CommandExecError":
-                try:
-                    self.exit_code = int(str(error.get("evalue", "")).strip())
-                except ValueError:
-                    self.error = str(error.get("evalue", ""))[:300]
-            else:
-                self.error = f"{error.get('ename')}: {error.get('evalue')}"[:300]
+    @property
+    def execution_id(self) -> str | None:
+        return self.stream.execution_id
+
+    def _output(self, kind: Literal["stdout", "stderr"], text: str) -> Awaitable[None] | None:
+        piece = rebuild(self.framing, text)
+        (self.out if kind == "stdout" else self.err).add(piece)
+        if self.on_output is not None:
+            return self.on_output(kind, piece)
         return None
 
     def rebuilt(self) -> tuple[str, str, bool]:
@@ -162,12 +140,8 @@ class Commands:
         env: Mapping[str, str],
         default_timeout: float | None,
         max_output: int,
-        runner: Runner,
     ) -> None:
         self._life = lifecycle
-        # What file commands run through: the session's public `run`, so that everything a
-        # session runs goes through one door (as for `FileSystem` and `Transfers`).
-        self._runner: Runner = runner
         self._env = dict(env)
         self._timeout_default = default_timeout
         self._max_output = max_output
@@ -187,14 +161,18 @@ class Commands:
         on_output: OutputCallback | None,
         max_output: int | None,
         plain_lines: bool,
+        read_timeout: float | None = None,
     ) -> CommandResult:
-        """`AsyncSandboxSession.run` (see there); `timeout` is already the effective limit."""
+        """`AsyncSandboxSession.run` (see there); `timeout` is already the effective limit.
+
+        `read_timeout`: the longest silence allowed on the event stream (None: as long as the
+        command may run); file commands pass the lifecycle's `stall_timeout`."""
         text = _validate.command_text(command)
         limit = _validate.timeout(timeout, allow_none=True)
         cap = _validate.output_cap(self._max_output if max_output is None else max_output)
         envs = {**self._env, **_validate.env(env)}
         ctx = await self._life.context()
-        workdir = ctx.working_dir if cwd is None else self._life.resolve(cwd)
+        workdir = ctx.working_dir if cwd is None else resolve(cwd, ctx.working_dir)
         text, sent_cwd = await self.literal_cwd(text, workdir, ctx)
         # Line-framed execd sends one event per line: when nobody streams, the output goes to
         # capture files instead and is read by range at the end (see `_capture`).
@@ -212,7 +190,8 @@ class Commands:
         body = command_body(text, cwd=sent_cwd, env=envs, timeout=limit)
         state = _RunState(ctx.framing, OutputBuffer(cap), OutputBuffer(cap), on_output, capture)
         started = time.monotonic()
-        await self._stream(ctx, body, state, limit, cap, where=cwd if cwd is not None else workdir)
+        where = cwd if cwd is not None else workdir
+        await self._stream(ctx, body, state, limit, cap, where=where, read_timeout=read_timeout)
         elapsed = time.monotonic() - started
         exit_code = await self._exit_code(ctx, state, workdir)
         try:
@@ -245,6 +224,7 @@ class Commands:
         cap: int,
         *,
         where: str,
+        read_timeout: float | None,
     ) -> None:
         """Read the command's events until it ends; on timeout or cancellation stop it."""
         grace = None if limit is None else limit + min(10.0, 2.0 + limit * 0.1)
@@ -252,7 +232,13 @@ class Commands:
             async with asyncio.timeout(grace), renewing(self._life):
                 # Reading stops at the completion (or error) event: execd holds the stream open
                 # for a second after it, and sends nothing more.
-                await read_events(ctx.execd, body, state.handle, done=state.done)
+                await read_events(
+                    ctx.execd,
+                    body,
+                    state.stream.handle,
+                    done=state.stream.done,
+                    read_timeout=read_timeout,
+                )
         except TimeoutError:
             stopped = await self.interrupt(ctx.execd, state.execution_id)
             stdout, stderr, cut = await _bounded(
@@ -274,27 +260,28 @@ class Commands:
                 raise new_path_error(FileNotFoundError, errno.ENOENT, where) from None
             detail = None
             state.discard_leftovers(ctx)
-            if state.events and isinstance(exc, httpx.TransportError):
+            if state.stream.events and isinstance(exc, httpx.TransportError):
                 # The stream was cut after execd had accepted the command (HTTP 200, events).
                 stopped = await self.interrupt(ctx.execd, state.execution_id)
                 detail = (
                     f"the output stream of command {state.execution_id or '(no id yet)'} was "
-                    f"cut after {state.events} events ({type(exc).__name__}); whether and how "
+                    f"cut after {state.stream.events} events ({type(exc).__name__}); whether and how "
                     f"the command ended is unknown, and it {_stop_outcome(state, stopped)}."
                 )
             await self._life.fail(exc, "run a command", execd=ctx.execd, path=where, detail=detail)
 
     async def _exit_code(self, ctx: Context, state: _RunState, workdir: str) -> int:
         """The finished command's exit code, or the error its stream ended with."""
-        if state.exit_code is not None:
-            return state.exit_code
+        if state.stream.exit_code is not None:
+            return state.stream.exit_code
         state.discard_leftovers(ctx)
-        if state.error:
-            mapped = path_error(state.error, workdir)
+        error = state.stream.error
+        if error:
+            mapped = path_error(error, workdir)
             if mapped is not None:
                 raise mapped
             raise ServerError(
-                f"The command could not run in sandbox {self._life.sandbox_id}: {state.error}"
+                f"The command could not run in sandbox {self._life.sandbox_id}: {error}"
             )
         await self._life.fail(
             ServerError(
@@ -341,6 +328,27 @@ class Commands:
             return False
 
     # -- helpers for the files facet and background processes -------------------------------
+    async def run_argv(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None,
+        cwd: str | None = None,
+        max_output: int | None = None,
+        read_timeout: float | None = None,
+    ) -> CommandResult:
+        """Run an argv command to completion with the session's defaults, as `run` would."""
+        return await self.run(
+            argv,
+            cwd=cwd,
+            env=None,
+            timeout=timeout,
+            on_output=None,
+            max_output=max_output,
+            plain_lines=False,
+            read_timeout=read_timeout,
+        )
+
     async def file_command(
         self,
         argv: list[str],
@@ -350,14 +358,18 @@ class Commands:
         max_output: int | None = None,
     ) -> CommandResult:
         """Run one of the file commands (`_files`), with messages in English; a tool missing
-        from the sandbox image is a ServerError that names it, never a path error."""
-        token = STALL_TIMEOUT.set(self._life.stall_timeout)
-        try:
-            result = await self._runner(
-                ["env", "LC_ALL=C", *argv], cwd=cwd, timeout=timeout, max_output=max_output
-            )
-        finally:
-            STALL_TIMEOUT.reset(token)
+        from the sandbox image is a ServerError that names it, never a path error.
+
+        Such a command answers at once, so a stream silent for longer than the lifecycle's
+        `stall_timeout` (execd's 3 s keep-alive plus the request timeout) is a stalled network,
+        reported like a stalled HTTP request instead of waiting out the whole `timeout`."""
+        result = await self.run_argv(
+            ["env", "LC_ALL=C", *argv],
+            cwd=cwd,
+            timeout=timeout,
+            max_output=max_output,
+            read_timeout=self._life.stall_timeout,
+        )
         if result.exit_code in (126, 127):
             raise ServerError(
                 f"Could not run `{argv[0]}` in sandbox {self._life.sandbox_id} "
@@ -403,7 +415,7 @@ class Commands:
         limit = _validate.timeout(timeout, allow_none=True)
         envs = {**self._env, **_validate.env(env)}
         ctx = await self._life.context()
-        workdir = ctx.working_dir if cwd is None else self._life.resolve(cwd)
+        workdir = ctx.working_dir if cwd is None else resolve(cwd, ctx.working_dir)
         text, sent_cwd = await self.literal_cwd(text, workdir, ctx)
         return command_body(text, cwd=sent_cwd, env=envs, timeout=limit, background=True)
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final, Protocol
 
-from opensandbox_core._commands._run import Commands, Lifecycle, Runner
+from opensandbox_core._commands._run import Commands, Lifecycle
 from opensandbox_core._errors import (
     ConfigurationError,
     ServerError,
@@ -24,10 +24,11 @@ from opensandbox_core._errors import (
     os_error,
     path_error,
 )
+from opensandbox_core._lifecycle._caches import SandboxCache
 from opensandbox_core._types import CommandResult, FileInfo, FileKind
 from opensandbox_core._wire._execd import ExecdClient, ExecdError
 
-from . import _fallback
+from . import _fallback, _paths
 
 __all__ = ["FileLink", "FileSystem", "file_api_cache"]
 
@@ -35,8 +36,11 @@ logger = logging.getLogger(__name__)
 
 _DIR_MODE: Final = 0o755
 
-file_api_cache: dict[tuple[str, str], _fallback.FileApi] = {}
-"""What each sandbox's execd file API offers, keyed by (domain, sandbox id): process-wide."""
+file_api_cache: SandboxCache[tuple[str, str], _fallback.FileApi] = SandboxCache(
+    "what each sandbox's execd file API offers"
+)
+"""Learnt once per sandbox (the info of `/`): process-wide, keyed by (domain, sandbox id), like
+every verdict about a sandbox (`_lifecycle._caches` says why that is safe)."""
 
 
 class FileLink(Lifecycle, Protocol):
@@ -85,18 +89,14 @@ def kind_of(value: object) -> FileKind:
 class FileSystem:
     """Paths and metadata of one session's sandbox (see the module docstring)."""
 
-    def __init__(self, life: FileLink, commands: Commands, *, runner: Runner) -> None:
+    def __init__(self, life: FileLink, commands: Commands) -> None:
         self._life = life
         self._commands = commands
-        self._run = runner
 
     def resolve(self, path: str) -> str:
-        """The absolute path that `path` names (relative paths start at the working dir).
-
-        Any text is taken literally: `$` and a leading `~` are never expanded (paths that execd
-        would expand go through commands, see `_files`).
-        """
-        return self._life.resolve(path)
+        """The absolute path that `path` names (relative paths start at the working dir; the
+        sandbox has been reached). Taken literally: see `_paths.resolve`."""
+        return _paths.resolve(path, self._life.working_dir)
 
     async def target(self, path: str, *, create: bool = False) -> str:
         """The absolute path an operation works on, with `..` segments resolved like the kernel
@@ -234,9 +234,7 @@ class FileSystem:
     async def _follow_kinds(self, paths: list[str]) -> list[tuple[bool, bool]]:
         """(is_dir, is_file) of each path with symlinks followed; broken links are neither."""
         script = 'for p; do if [ -d "$p" ]; then echo d; elif [ -f "$p" ]; then echo f; else echo o; fi; done'
-        result = await self._run(
-            ["sh", "-c", script, "sh", *paths], cwd=None, timeout=60, max_output=None
-        )
+        result = await self._commands.run_argv(["sh", "-c", script, "sh", *paths], timeout=60)
         kinds = result.stdout.split()
         if len(kinds) != len(paths):
             raise ServerError(f"Could not inspect symlinks in sandbox {self._life.sandbox_id}.")

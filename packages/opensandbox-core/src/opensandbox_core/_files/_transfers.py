@@ -18,7 +18,7 @@ from collections.abc import AsyncGenerator, AsyncIterable, Mapping, Sequence
 from typing import Any, Final
 
 from opensandbox_core import _errors, _validate
-from opensandbox_core._commands._run import Runner
+from opensandbox_core._commands._run import Commands
 from opensandbox_core._defaults import CHUNK_SIZE
 from opensandbox_core._errors import (
     ConfigurationError,
@@ -44,10 +44,10 @@ _TRANSFER_CONCURRENCY: Final = 8
 class Transfers:
     """File content of one session's sandbox (see the module docstring)."""
 
-    def __init__(self, life: FileLink, files: FileSystem, *, runner: Runner) -> None:
+    def __init__(self, life: FileLink, files: FileSystem, commands: Commands) -> None:
         self._life = life
         self._fs = files
-        self._run = runner
+        self._commands = commands
 
     async def read_bytes(self, path: str, *, max_size: int | None = None) -> bytes:
         """The whole content of a file. A directory raises IsADirectoryError. A file that execd
@@ -119,9 +119,7 @@ class Transfers:
             if alias is not None:
                 with contextlib.suppress(Exception):
                     async with asyncio.timeout(30):
-                        await self._run(
-                            ["rm", "-f", "--", alias], cwd=None, timeout=20, max_output=None
-                        )
+                        await self._commands.run_argv(["rm", "-f", "--", alias], timeout=20)
         if unseekable:
             for chunk in _chunks(await self._read_special(target, max_size), chunk_size):
                 yield chunk

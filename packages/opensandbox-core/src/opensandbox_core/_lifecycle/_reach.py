@@ -2,8 +2,8 @@
 
 The probe learns, once per sandbox, the execd generation (its output framing), the canonical
 working directory and where execd keeps each command's raw output. Those verdicts hold for a
-sandbox whatever session asks, so they are cached process-wide, keyed by (domain, sandbox id);
-`forget` drops them when the sandbox is destroyed.
+sandbox whatever session asks, so they are cached process-wide, keyed by (domain, sandbox id)
+(`_caches`: why that is safe, and `forget`, which drops them when the sandbox is destroyed).
 """
 
 from __future__ import annotations
@@ -13,21 +13,19 @@ import logging
 import posixpath
 import shlex
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, NoReturn
+from typing import TYPE_CHECKING, Final, Literal, NoReturn
 
 import httpx
 
 from opensandbox_core import _errors
-from opensandbox_core._commands._output import COMMAND_ID
 from opensandbox_core._errors import (
     ConfigurationError,
     SandboxUnavailableError,
     UnsupportedDaemonError,
 )
-from opensandbox_core._files._filesystem import file_api_cache
-from opensandbox_core._wire._events import command_body, read_events
+from opensandbox_core._wire._events import COMMAND_ID, CommandEvents, command_body, read_events
 from opensandbox_core._wire._execd import EXECD_PORT, ExecdClient, ExecdEndpoint, ExecdError
 from opensandbox_core._wire._framing import (
     PROBE_COMMAND,
@@ -38,11 +36,13 @@ from opensandbox_core._wire._framing import (
     rebuild,
 )
 
+from ._caches import SandboxCache
+
 if TYPE_CHECKING:
     from opensandbox.config import ConnectionConfig
     from opensandbox.services.sandbox import Sandboxes
 
-__all__ = ["Probed", "forget", "probe", "raise_if_failed", "resolve_endpoint"]
+__all__ = ["Probed", "probe", "raise_if_failed", "resolve_endpoint"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,9 +50,15 @@ READY_POLL: Final = 0.025
 _STATUS_POLL: Final = 0.5  # how often a new sandbox's state is read while waiting for execd
 _TMP_MARK: Final = "osb-tmp:"
 
-_framing_cache: dict[tuple[str, str], Framing] = {}
-_workdir_cache: dict[tuple[str, str, str | None], str] = {}
-_output_dir_cache: dict[tuple[str, str], str | None] = {}
+_framing_cache: SandboxCache[tuple[str, str], Framing] = SandboxCache(
+    "the output framing of each sandbox's execd"
+)
+_workdir_cache: SandboxCache[tuple[str, str, str | None], str] = SandboxCache(
+    "each sandbox's canonical working directory, per working_dir asked for (the last item)"
+)
+_output_dir_cache: SandboxCache[tuple[str, str], str | None] = SandboxCache(
+    "where each sandbox's execd keeps a command's raw output (None: not found)"
+)
 
 Fail = Callable[[BaseException, ExecdClient], Awaitable[NoReturn]]
 """The lifecycle's `fail`: raises the project's error for a failed call on `execd`."""
@@ -199,30 +205,18 @@ async def _run_probe(
     command = f"{setup}; printf '{_TMP_MARK}%s\\n' \"${{TMPDIR:-/tmp}}\" >&2; {PROBE_COMMAND}"
     stdout: list[str] = []
     stderr: list[str] = []
-    state: dict[str, Any] = {"id": None, "done": False}
 
-    def handle(event: Mapping[str, Any]) -> None:
-        kind = event.get("type")
-        if kind == "init":
-            state["id"] = str(event.get("text") or "") or None
-        elif kind == "stdout":
-            stdout.append(str(event.get("text", "")))
-        elif kind == "stderr":
-            stderr.append(str(event.get("text", "")))
-        elif kind in ("execution_complete", "error"):
-            state["done"] = True
+    def output(kind: Literal["stdout", "stderr"], text: str) -> None:
+        (stdout if kind == "stdout" else stderr).append(text)
 
+    stream = CommandEvents(output=output)
     try:
         async with asyncio.timeout(60):
-            await read_events(
-                execd,
-                command_body(command, cwd=None, timeout=30),
-                handle,
-                done=lambda: bool(state["done"]),
-            )
+            body = command_body(command, cwd=None, timeout=30)
+            await read_events(execd, body, stream.handle, done=stream.done)
     except Exception as exc:
         await fail(exc, execd)
-    return stdout, stderr, state["id"]
+    return stdout, stderr, stream.execution_id
 
 
 async def _find_output_dir(
@@ -252,13 +246,3 @@ async def _find_output_dir(
             tmp_dir,
         )
     return found
-
-
-def forget(domain: str, sandbox_id: str) -> None:
-    """Drop every cached verdict about a sandbox (it was destroyed)."""
-    key = (domain, sandbox_id)
-    _framing_cache.pop(key, None)
-    _output_dir_cache.pop(key, None)
-    file_api_cache.pop(key, None)
-    for wd_key in [k for k in _workdir_cache if k[:2] == key]:
-        _workdir_cache.pop(wd_key, None)

@@ -18,14 +18,13 @@ import concurrent.futures
 import contextlib
 import inspect
 import logging
-import posixpath
 import threading
 import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
-from opensandbox_core import _errors, _validate
+from opensandbox_core import _errors
 from opensandbox_core._config import Connection, SandboxSpec
 from opensandbox_core._defaults import READY_TIMEOUT
 from opensandbox_core._errors import SandboxUnavailableError
@@ -33,7 +32,7 @@ from opensandbox_core._wire._events import Context
 from opensandbox_core._wire._execd import ExecdClient, ExecdEndpoint
 from opensandbox_core._wire._framing import Framing
 
-from . import _pausing, _reach
+from . import _caches, _pausing, _reach
 from ._lifetime import Renewal, renew_if_due
 from ._startup import Creator
 
@@ -157,17 +156,6 @@ class SandboxLifecycle:
         ready = self.ready
         assert ready is not None and clients.execd is not None
         return Context(clients.execd, ready.framing, ready.working_dir, self.output_dir)
-
-    def resolve(self, path: str) -> str:
-        """The absolute path that `path` names (relative paths start at the working dir).
-
-        Any text is taken literally: `$` and a leading `~` are never expanded (paths that execd
-        would expand go through commands, see `_files`).
-        """
-        _validate.path(path)
-        if path.startswith("/"):
-            return path
-        return posixpath.join(self.working_dir, path)
 
     async def renew_once(self) -> None:
         if self.sandbox_id is None or self.destroyed:
@@ -360,7 +348,7 @@ class SandboxLifecycle:
                     raise
             logger.debug("sandbox %s was already gone", sandbox_id)
         finally:
-            _reach.forget(self.domain, sandbox_id)
+            _caches.forget(self.domain, sandbox_id)
         self.destroyed = True
         await self.aclose()
 
