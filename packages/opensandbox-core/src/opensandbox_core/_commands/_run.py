@@ -174,16 +174,7 @@ class Commands:
         ctx = await self._life.context()
         workdir = ctx.working_dir if cwd is None else resolve(cwd, ctx.working_dir)
         text, sent_cwd = await self.literal_cwd(text, workdir, ctx)
-        # Line-framed execd sends one event per line: when nobody streams, the output goes to
-        # capture files instead and is read by range at the end (see `_capture`).
-        capture = (
-            Capture.new(ctx.output_dir)
-            if on_output is None
-            and not plain_lines
-            and ctx.framing is Framing.LEGACY
-            and CAPTURE_ENV not in envs
-            else None
-        )
+        capture = _capture_for(ctx, envs, streamed=on_output is not None, plain_lines=plain_lines)
         if capture is not None:
             envs[CAPTURE_ENV] = text
             text = capture.script()
@@ -418,6 +409,16 @@ class Commands:
         workdir = ctx.working_dir if cwd is None else resolve(cwd, ctx.working_dir)
         text, sent_cwd = await self.literal_cwd(text, workdir, ctx)
         return command_body(text, cwd=sent_cwd, env=envs, timeout=limit, background=True)
+
+
+def _capture_for(
+    ctx: Context, envs: Mapping[str, str], *, streamed: bool, plain_lines: bool
+) -> Capture | None:
+    """Line-framed execd sends one event per line: when nobody streams, the output goes to
+    capture files instead and is read by range at the end (see `_capture`)."""
+    if streamed or plain_lines or ctx.framing is not Framing.LEGACY or CAPTURE_ENV in envs:
+        return None
+    return Capture.new(ctx.output_dir)
 
 
 def _stop_outcome(state: _RunState, stopped: bool) -> str:

@@ -1,7 +1,8 @@
 """Upload a local directory tree into a sandbox, leaving secrets behind unless told otherwise.
 
-Built only on the session's public file methods (`make_dir`, `write_bytes`), so it works the
-same over every execd generation and through any session the adapters wrap.
+Built only on the session's public file methods (`make_dir`, `write_bytes`: the `UploadTarget`
+protocol), so it works the same over every execd generation and through any session the
+adapters wrap.
 
 What is skipped, and why:
 - Secrets, by default (`SECRET_PATTERNS`): a project directory routinely holds API keys in
@@ -27,19 +28,22 @@ import logging
 import os
 import posixpath
 import stat
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypedDict
+from typing import Final, Protocol, TypedDict
 
 from opensandbox_core import _validate
 from opensandbox_core._errors import ConfigurationError
 
-if TYPE_CHECKING:
-    from opensandbox_core._session import AsyncSandboxSession
-
-__all__ = ["SECRET_PATTERNS", "DirectoryUpload", "UploadOptions", "upload_directory"]
+__all__ = [
+    "SECRET_PATTERNS",
+    "DirectoryUpload",
+    "UploadOptions",
+    "UploadTarget",
+    "upload_directory",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +87,21 @@ SECRET_PATTERNS: Final[tuple[str, ...]] = (
 STREAM_ABOVE: Final = 4 * 1024 * 1024
 """Files larger than this are streamed in chunks instead of read into memory whole."""
 _CHUNK: Final = 1024 * 1024
+
+
+class UploadTarget(Protocol):
+    """Where `upload_directory` writes: an `AsyncSandboxSession` (its two file methods)."""
+
+    async def make_dir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None: ...
+
+    async def write_bytes(
+        self,
+        path: str,
+        data: bytes | bytearray | memoryview | AsyncIterable[bytes],
+        *,
+        mode: int | None = None,
+        timeout: float | None = None,
+    ) -> None: ...
 
 
 class UploadOptions(TypedDict, total=False):
@@ -211,7 +230,7 @@ async def _chunks(path: Path) -> AsyncIterator[bytes]:
 
 
 async def upload_directory(
-    session: AsyncSandboxSession,
+    session: UploadTarget,
     local_dir: str | os.PathLike[str],
     remote_dir: str,
     *,
@@ -254,8 +273,21 @@ async def upload_directory(
             ", ".join(sorted(set(plan.skipped.values()))),
         )
     await session.make_dir(remote_dir, parents=True, exist_ok=True)
-    semaphore = asyncio.Semaphore(concurrency)
+    written = await _write(session, plan, remote_dir, concurrency=concurrency, timeout=timeout)
+    return DirectoryUpload(
+        uploaded=tuple(sorted(written)),
+        skipped=dict(sorted(plan.skipped.items())),
+        bytes_uploaded=sum(size for *_, size in plan.files),
+    )
 
+
+async def _write(
+    session: UploadTarget, plan: _Plan, remote_dir: str, *, concurrency: int, timeout: float | None
+) -> list[str]:
+    """Write the plan's files, then make its empty directories, at most `concurrency` at once;
+    the sandbox paths of the files written. After a failure no more writes start, and the first
+    failure is raised once those under way have ended."""
+    semaphore = asyncio.Semaphore(concurrency)
     failed: list[BaseException] = []
 
     async def one(remote: str, write: Callable[[], Awaitable[None]]) -> str | None:
@@ -289,8 +321,4 @@ async def upload_directory(
     await asyncio.gather(*(dir_job(rel) for rel in plan.empty_dirs))
     if failed:
         raise failed[0]
-    return DirectoryUpload(
-        uploaded=tuple(sorted(r for r in written if r is not None)),
-        skipped=dict(sorted(plan.skipped.items())),
-        bytes_uploaded=sum(size for *_, size in plan.files),
-    )
+    return [r for r in written if r is not None]
