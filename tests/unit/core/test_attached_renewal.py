@@ -29,7 +29,8 @@ def _attached() -> AsyncSandboxSession:
 
 
 async def _renew(session: AsyncSandboxSession, sandboxes: _Sandboxes) -> None:
-    session._life.renewal.last = 0.0  # the throttle has passed
+    # Never renewed: monotonic time can be small (a machine that has just booted).
+    session._life.renewal.last = float("-inf")
     await session._life.maybe_renew(SimpleNamespace(sandboxes=sandboxes))  # type: ignore[arg-type]
 
 

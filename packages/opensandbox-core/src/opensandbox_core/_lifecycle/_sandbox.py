@@ -109,7 +109,7 @@ class SandboxLifecycle:
         self.ready: Ready | None = None
         self.output_dir: str | None = None  # where execd keeps raw command output (`_reach`)
         self.loops: dict[asyncio.AbstractEventLoop, LoopClients] = {}
-        self.renewal = Renewal(last=0.0)
+        self.renewal = Renewal(last=float("-inf"))
         self.lifetime = spec.lifetime if spec is not None else None
         self._lock = threading.Lock()
         self._start_future: concurrent.futures.Future[None] | None = None
