@@ -23,8 +23,13 @@ import pytest
 
 from deepagents_opensandbox_backend import OpenSandboxBackend
 from deepagents_opensandbox_backend._options import SandboxOptions
-from deepagents_opensandbox_backend._owned import CANCEL_CLEANUP_WAIT
-from opensandbox_core import OWNER_KEY, AsyncSandboxSession, SandboxSpec, list_sandboxes
+from opensandbox_core import (
+    CANCEL_CLEANUP_WAIT,
+    OWNER_KEY,
+    AsyncSandboxSession,
+    SandboxSpec,
+    list_sandboxes,
+)
 from testbed.fault_tools import WithholdingProxy, expire_soon, run_asgi, wait_gone
 
 HOLD = 6.0

@@ -9,7 +9,7 @@ on 2026-12-01 (`tests/live/deepagents_backend/test_deepagents_peer_features.py`)
 
 Behaviour, and why:
 - `create()` creates the sandbox before it returns (as the seed README promises) and leaks
-  nothing when it fails or is interrupted (`_owned.py`). `connect(id)` attaches and checks that
+  nothing when it fails or is interrupted (the core's `CreateGuard`). `connect(id)` attaches and checks that
   the sandbox answers. Building the class itself does no I/O. The options of both are declared
   once, in `_options.py`.
 - A created sandbox expires after `timeout` (30 minutes, the seed's default) without an
@@ -39,9 +39,11 @@ from typing import Any, Self, Unpack
 from deepagents.backends.protocol import ExecuteResponse
 
 from opensandbox_core import (
+    CANCEL_CLEANUP_WAIT,
     DEFAULT,
     AsyncSandboxSession,
     CommandTimeoutError,
+    CreateGuard,
     DirectoryUpload,
     Framing,
     UploadOptions,
@@ -59,7 +61,6 @@ from ._options import (
     takes_options,
     takes_options_after_id,
 )
-from ._owned import CANCEL_CLEANUP_WAIT, OwnedCreate
 from ._plain import plain_requested, unwrap, wrap
 
 __all__ = ["DEFAULT_IMAGE", "OpenSandboxBackend"]
@@ -107,7 +108,7 @@ class OpenSandboxBackend(NativeFiles):
             )
         super().__init__(session)
         self._stderr_prefix = stderr_prefix
-        self._creator = OwnedCreate(session)
+        self._creator = CreateGuard(session)
 
     # -- construction -----------------------------------------------------------------------
     @staticmethod
@@ -153,7 +154,7 @@ class OpenSandboxBackend(NativeFiles):
         return backend
 
     async def _start_owned(self) -> None:
-        await self._creator.run()
+        await self._creator.start()
 
     @classmethod
     @takes_options_after_id(AttachOptions)

@@ -37,6 +37,7 @@ from ._fleet._snapshots import (
     restore_snapshot,
     snapshot_sandbox,
 )
+from ._lifecycle._guard import CANCEL_CLEANUP_WAIT, CreateGuard, discard_sandbox, run_to_completion
 from ._session import DEFAULT, LIBRARY_KEY, OWNER_KEY, AsyncSandboxSession, OutputCallback
 from ._sync import BlockingBackgroundProcess, SandboxSession, run_blocking
 from ._types import CommandResult, FileInfo, TransferResult
@@ -45,6 +46,7 @@ from ._wire._framing import Framing, decode_output
 __version__ = "0.2.0"
 
 __all__ = [
+    "CANCEL_CLEANUP_WAIT",
     "DEFAULT",
     "LIBRARY_KEY",
     "OWNER_KEY",
@@ -57,6 +59,7 @@ __all__ = [
     "CommandTimeoutError",
     "ConfigurationError",
     "Connection",
+    "CreateGuard",
     "DirectoryUpload",
     "EgressRule",
     "FileInfo",
@@ -84,12 +87,14 @@ __all__ = [
     "decode_output",
     "delete_snapshot",
     "destroy_sandbox",
+    "discard_sandbox",
     "get_snapshot",
     "list_sandboxes",
     "list_snapshots",
     "remove_sandboxes",
     "restore_snapshot",
     "run_blocking",
+    "run_to_completion",
     "snapshot_sandbox",
     "upload_directory",
 ]

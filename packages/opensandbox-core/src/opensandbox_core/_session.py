@@ -45,6 +45,7 @@ from ._defaults import (
 from ._files._filesystem import FileSystem
 from ._files._transfers import Transfers
 from ._files._upload import DirectoryUpload, UploadOptions, upload_directory
+from ._lifecycle._guard import CreateGuard
 from ._lifecycle._sandbox import SandboxLifecycle
 from ._lifecycle._startup import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY
 from ._types import CommandResult, FileInfo, TransferResult
@@ -268,16 +269,8 @@ class AsyncSandboxSession:
         await self._life.aclose()
 
     async def __aenter__(self) -> AsyncSandboxSession:
-        try:
-            await self._life.ensure()
-        except BaseException:
-            # A sandbox created before the failure would otherwise be left behind.
-            if self._life.owned:
-                with contextlib.suppress(Exception):
-                    await self.destroy()
-            else:
-                await self.aclose()
-            raise
+        # A sandbox created before a failure or a cancellation would otherwise be left behind.
+        await CreateGuard(self).start()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

@@ -15,8 +15,6 @@ is the place: pydantic-ai calls `on_run_error` only for failures of the run body
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -26,19 +24,17 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.tools import AgentDepsT, RunContext
 from pydantic_ai.workspaces import Workspace, WorkspaceBackend, WorkspaceRef, WrapperWorkspace
 
-from opensandbox_core import NetworkPolicy, Volume
+from opensandbox_core import NetworkPolicy, Volume, discard_sandbox
 from opensandbox_core import validation as _validate
 
 from ._backend import DEFAULT_SANDBOX_TIMEOUT, DEFAULT_WORKING_DIR, OpenSandboxBackend
-from ._translate import PROVIDER, destroy_by_id, run_to_completion
+from ._translate import PROVIDER, destroy_by_id
 
 if TYPE_CHECKING:
     from opensandbox.config import ConnectionConfig
     from pydantic_ai.run import AgentRunResult
 
 __all__ = ["OpenSandbox"]
-
-logger = logging.getLogger(__name__)
 
 
 class _SuppliedBackend(OpenSandboxBackend):
@@ -76,24 +72,10 @@ def _innermost_backend(workspace: Workspace) -> tuple[WorkspaceBackend, bool]:
 
 async def _destroy_after_failure(backend: _SuppliedBackend, error: BaseException) -> None:
     """Delete the sandbox a failed run created; never raises, survives a cancelled caller."""
-    sandbox_id = backend.session.id
-    if sandbox_id is None or not backend.session.owned:
-        return
-    logger.warning(
-        "Deleting sandbox %s: the run that created it failed (%s), so no result holds its ref.",
-        sandbox_id,
-        type(error).__name__,
-    )
-    try:
-        await run_to_completion(backend.session.destroy)
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        logger.warning(
-            "Could not delete sandbox %s after the failed run (%s); it expires after its "
-            "sandbox_timeout.",
-            sandbox_id,
-            type(exc).__name__,
+    if backend.session.owned:
+        await discard_sandbox(
+            backend.session,
+            f"was created by a run that failed ({type(error).__name__}): no result holds its ref",
         )
 
 

@@ -10,9 +10,9 @@ import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from opensandbox_core import AsyncSandboxSession
+from opensandbox_core import AsyncSandboxSession, CreateGuard, run_to_completion
 
-from ._translate import require_asyncio, run_to_completion, running_on_asyncio, translate
+from ._translate import require_asyncio, running_on_asyncio, translate
 
 if TYPE_CHECKING:
     from opensandbox import Sandbox
@@ -36,10 +36,8 @@ class SessionLifecycle:
     async def _start(self) -> None:
         """Create or attach (once), or only renew; a create finishes even if the caller is cancelled."""
         try:
-            if self._session.id is None:
-                await run_to_completion(self._session.start)
-            else:
-                await self._session.start()
+            # keep=True: the session keeps what the create made (the ref is this backend's).
+            await CreateGuard(self._session, keep=True).start()
         except Exception as exc:
             translate(exc, starting=True)
         finally:

@@ -1,6 +1,5 @@
 """The translation layer of the Pydantic AI adapter: the core's errors as the workspace protocol's,
-refs and connections as the core's, the asyncio requirement, and a create that finishes even when
-its caller is cancelled.
+refs and connections as the core's, and the asyncio requirement.
 
 One table (`_ERROR_TABLE`) turns the core's errors into the workspace protocol's. Anything not
 listed propagates unchanged: the builtin path errors (FileNotFoundError, IsADirectoryError, ...),
@@ -11,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import posixpath
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.workspaces import (
@@ -41,7 +40,6 @@ __all__ = [
     "destroy_by_id",
     "file_entry",
     "require_asyncio",
-    "run_to_completion",
     "running_on_asyncio",
     "translate",
 ]
@@ -51,8 +49,6 @@ PROVIDER: Final = "opensandbox"
 
 if TYPE_CHECKING:
     from opensandbox.config import ConnectionConfig
-
-_T = TypeVar("_T")
 
 _sniffio: Any
 try:
@@ -136,26 +132,6 @@ def translate(exc: BaseException, *, starting: bool = False) -> NoReturn:
         if isinstance(exc, core_type):
             raise convert(exc, starting=starting) from exc
     raise exc
-
-
-async def run_to_completion(start: Callable[[], Awaitable[_T]]) -> _T:
-    """Await `start()` in its own task and see it finish even if the caller is cancelled meanwhile.
-
-    Used for a create, so that a sandbox the server made is always recorded; the caller's
-    cancellation is re-raised once it has.
-    """
-    task: asyncio.Future[_T] = asyncio.ensure_future(start())
-    cancelled: asyncio.CancelledError | None = None
-    while not task.done():
-        try:
-            await asyncio.wait([task])
-        except asyncio.CancelledError as error:
-            cancelled = error
-    if cancelled is not None:
-        if not task.cancelled():
-            task.exception()  # retrieved, so asyncio does not log it as never retrieved
-        raise cancelled
-    return task.result()
 
 
 # -- the adapter's types ----------------------------------------------------------------------

@@ -138,6 +138,18 @@ class SandboxLifecycle:
         self.owned = True
         self._owner_token = owner_token
 
+    async def find_by_tag(self) -> str | None:
+        """The id of the sandbox carrying this session's owner tag (a create whose answer was
+        lost), or None; an attaching session has none."""
+        if self._creator is None:
+            return None
+        return await self._creator.find_by_tag(self.clients().sandboxes)
+
+    def take(self, sandbox_id: str) -> None:
+        """Own `sandbox_id`, found by this session's tag after its create's answer was lost."""
+        self.sandbox_id = sandbox_id
+        self.owned = True
+
     @property
     def stall_timeout(self) -> float:
         return max(1.0, self.request_timeout) + 3.5
