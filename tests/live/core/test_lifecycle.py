@@ -124,6 +124,37 @@ async def test_lost_create_response_is_recovered_by_tag(
     assert await _owned(session) == []
 
 
+@pytest.fixture
+def holding_proxy(testbed_env: dict[str, str]) -> Iterator[tuple[str, WithholdingProxy]]:
+    """A proxy in front of the server that holds a create's answer back for 5 s."""
+    proxy = WithholdingProxy(testbed_env["OPEN_SANDBOX_DOMAIN"], every=1, hold=5)
+    with run_asgi(proxy.app) as address:
+        yield address, proxy
+
+
+async def test_a_cancelled_async_with_deletes_the_sandbox_its_create_made(
+    sandbox_image: str, holding_proxy: tuple[str, WithholdingProxy]
+) -> None:
+    address, proxy = holding_proxy
+    session = AsyncSandboxSession(
+        SandboxSpec(image=sandbox_image), connection=Connection(domain=address)
+    )
+
+    async def enter() -> None:
+        async with session:
+            raise AssertionError("the body never runs: the create is cancelled")
+
+    task = asyncio.ensure_future(enter())
+    await asyncio.sleep(1.5)
+    assert not task.done() and session.id is None
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert proxy.withheld == 1, "the cancellation landed while the answer was held back"
+    assert session.id is not None, "the guard waited for the answer naming the sandbox"
+    assert await _owned(session) == []
+
+
 @pytest.mark.parametrize(
     ("option", "needle"),
     [({"allow_internet_access": False}, "egress"), ({"secure_access": True}, "secureAccess")],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping
 
@@ -171,3 +172,35 @@ async def test_measure_8_mib_round_trip_native_vs_shell(
                 f"total {write + read:6.2f} s"
             )
     assert sum(timings["native"]) < sum(timings["commands-only"])
+
+
+async def test_a_cancelled_first_operation_keeps_the_sandbox_its_create_made(
+    sandbox_image: str, testbed_env: dict[str, str]
+) -> None:
+    """The backend's create runs to its end when the operation that started it is cancelled
+    (the ref must not be lost): the backend knows its sandbox and its next operation uses it."""
+    from opensandbox.config import ConnectionConfig
+
+    from testbed.fault_tools import WithholdingProxy, run_asgi
+
+    proxy = WithholdingProxy(testbed_env["OPEN_SANDBOX_DOMAIN"], every=1, hold=4)
+    with run_asgi(proxy.app) as address:
+        connection = ConnectionConfig(
+            domain=address, api_key=testbed_env.get("OPEN_SANDBOX_API_KEY") or None
+        )
+        backend = OpenSandboxBackend(image=sandbox_image, connection=connection)
+        task = asyncio.ensure_future(backend.run(["echo", "never"]))
+        await asyncio.sleep(1.5)
+        assert not task.done()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert proxy.withheld == 1
+        ref = backend.ref
+        assert ref is not None, "the create finished and the backend kept its ref"
+        try:
+            assert (await backend.run(["echo", "kept"])).stdout == "kept\n"
+            assert proxy.creates == 1, "the next operation used the sandbox, no second create"
+        finally:
+            await backend.session.destroy()
+            await backend.aclose()

@@ -13,7 +13,7 @@ import asyncio
 import posixpath
 from typing import Any
 
-from opensandbox_core._files._transfers import Transfers
+from opensandbox_core._files._atomic import AtomicWriter
 
 
 class _Execd:
@@ -69,17 +69,12 @@ class _Life:
         raise exc
 
 
-class _NoCommands:
-    async def run_argv(self, *_: Any, **__: Any) -> Any:
-        raise AssertionError("this write needs no command")
-
-
 async def test_a_write_through_a_symlink_leaves_only_the_target() -> None:
     files: dict[str, bytes] = {}
     execd = _Execd(files)
-    transfers = Transfers(_Life(), _Files(execd), _NoCommands())  # type: ignore[arg-type]
+    writer = AtomicWriter(_Life(), _Files(execd))  # type: ignore[arg-type]
 
-    await transfers.write_bytes("/d/link", b"through")
+    await writer.write_bytes("/d/link", b"through")
     await asyncio.gather(*execd.landing)  # whatever the server was still doing has been done
 
     assert files == {"/d/real": b"through"}, sorted(files)

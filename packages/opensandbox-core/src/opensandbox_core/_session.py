@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
-from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Final, Unpack
 
 from . import _validate
@@ -48,7 +48,7 @@ from ._files._upload import DirectoryUpload, UploadOptions, upload_directory
 from ._lifecycle._guard import CreateGuard
 from ._lifecycle._sandbox import SandboxLifecycle
 from ._lifecycle._startup import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY
-from ._types import CommandResult, FileInfo, TransferResult
+from ._types import CommandResult, FileInfo, TransferResult, WriteData
 from ._wire._framing import Framing
 
 __all__ = [
@@ -219,8 +219,8 @@ class AsyncSandboxSession:
         `nohup cmd &` children die with it. Make the server the main process, or start what
         must outlive it with `BackgroundProcess.keep_running(...)`.
         """
-        body = await self._commands.background_body(command, cwd=cwd, env=env, timeout=timeout)
-        return await start_background(self, body)
+        request = await self._commands.prepare(command, cwd=cwd, env=env, timeout=timeout)
+        return await start_background(self, request.body(background=True))
 
     def background(self, execution_id: str) -> BackgroundProcess:
         """A handle on a background process started earlier (by this or another session)."""
@@ -379,14 +379,9 @@ class AsyncSandboxSession:
                 yield chunk
 
     async def write_bytes(
-        self,
-        path: str,
-        data: bytes | bytearray | memoryview | AsyncIterable[bytes],
-        *,
-        mode: int | None = None,
-        timeout: float | None = None,
+        self, path: str, data: WriteData, *, mode: int | None = None, timeout: float | None = None
     ) -> None:
-        """Write a file atomically (see `Transfers.write_bytes`): parents are created, an existing
+        """Write a file atomically (see `AtomicWriter.write_bytes`): parents are created, an existing
         file keeps its mode, writes through a symlink reach its target, and a failed write leaves
         the old content in place."""
         await self._transfers.write_bytes(path, data, mode=mode, timeout=timeout)

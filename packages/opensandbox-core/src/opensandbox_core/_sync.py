@@ -15,7 +15,7 @@ import concurrent.futures
 import contextlib
 import os
 import threading
-from collections.abc import AsyncIterable, AsyncIterator, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, Unpack
 
 from . import _defaults
@@ -23,7 +23,7 @@ from ._commands._background import DEFAULT_MAX_CHUNK, BackgroundProcess, OutputC
 from ._config import Connection, SandboxSpec
 from ._files._upload import DirectoryUpload, UploadOptions
 from ._session import DEFAULT, AsyncSandboxSession, OutputCallback, _Default
-from ._types import CommandResult, FileInfo, TransferResult
+from ._types import CommandResult, FileInfo, TransferResult, WriteData
 from ._wire._framing import Framing
 
 __all__ = ["BlockingBackgroundProcess", "SandboxSession", "run_blocking"]
@@ -314,12 +314,7 @@ class SandboxSession:
         return _iterate(self._async.iter_bytes(path, max_size=max_size, chunk_size=chunk_size))
 
     def write_bytes(
-        self,
-        path: str,
-        data: bytes | bytearray | memoryview | AsyncIterable[bytes],
-        *,
-        mode: int | None = None,
-        timeout: float | None = None,
+        self, path: str, data: WriteData, *, mode: int | None = None, timeout: float | None = None
     ) -> None:
         _portal.run(self._async.write_bytes(path, data, mode=mode, timeout=timeout))
 

@@ -1,14 +1,21 @@
-"""Result values returned by sessions. Plain frozen dataclasses: safe to log, compare and pickle."""
+"""Result values returned by sessions. Plain frozen dataclasses: safe to log, compare and pickle.
+
+Also `FileKind`, and `WriteData`: what the sessions' `write_bytes` takes (one alias for every
+signature that accepts it)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Literal, TypeAlias
 
-__all__ = ["CommandResult", "FileInfo", "FileKind", "TransferResult"]
+__all__ = ["CommandResult", "FileInfo", "FileKind", "TransferResult", "WriteData"]
 
 FileKind = Literal["file", "directory", "symlink", "other"]
+
+WriteData: TypeAlias = bytes | bytearray | memoryview | AsyncIterable[bytes]
+"""What `write_bytes` writes: bytes-like, or an async iterable of bytes (streamed)."""
 
 
 @dataclass(frozen=True)

@@ -206,7 +206,7 @@ def _not_registered(exc: ExecdError) -> bool:
 
 
 async def start_background(session: SessionLike, body: Mapping[str, Any]) -> BackgroundProcess:
-    """Start a background command (`body` from `Commands.background_body`) and return its
+    """Start a background command (`body` from `Commands.prepare`) and return its
     handle once execd has registered it.
 
     The stream is read until its completion event (execd sends it right after starting the

@@ -32,17 +32,13 @@ from opensandbox_core._files import _fallback
 from opensandbox_core._files._paths import resolve
 from opensandbox_core._lifecycle._lifetime import renewing
 from opensandbox_core._types import CommandResult
-from opensandbox_core._wire._events import (
-    CommandEvents,
-    Context,
-    command_body,
-    read_events,
-)
+from opensandbox_core._wire._events import CommandEvents, Context, read_events
 from opensandbox_core._wire._execd import ExecdClient, ExecdError
 from opensandbox_core._wire._framing import Framing, OutputBuffer, rebuild
 
 from ._capture import CAPTURE_ENV, Capture
 from ._output import Collected, collect, leftover_files
+from ._request import CommandRequest
 
 __all__ = ["Commands", "Lifecycle", "OutputCallback"]
 
@@ -167,18 +163,14 @@ class Commands:
 
         `read_timeout`: the longest silence allowed on the event stream (None: as long as the
         command may run); file commands pass the lifecycle's `stall_timeout`."""
-        text = _validate.command_text(command)
-        limit = _validate.timeout(timeout, allow_none=True)
         cap = _validate.output_cap(self._max_output if max_output is None else max_output)
-        envs = {**self._env, **_validate.env(env)}
-        ctx = await self._life.context()
-        workdir = ctx.working_dir if cwd is None else resolve(cwd, ctx.working_dir)
-        text, sent_cwd = await self.literal_cwd(text, workdir, ctx)
-        capture = _capture_for(ctx, envs, streamed=on_output is not None, plain_lines=plain_lines)
+        request = await self.prepare(command, cwd=cwd, env=env, timeout=timeout)
+        ctx, workdir, limit = request.ctx, request.workdir, request.limit
+        streamed = on_output is not None
+        capture = _capture_for(ctx, request.env, streamed=streamed, plain_lines=plain_lines)
         if capture is not None:
-            envs[CAPTURE_ENV] = text
-            text = capture.script()
-        body = command_body(text, cwd=sent_cwd, env=envs, timeout=limit)
+            request = request.captured(capture)
+        body = request.body()
         state = _RunState(ctx.framing, OutputBuffer(cap), OutputBuffer(cap), on_output, capture)
         started = time.monotonic()
         where = cwd if cwd is not None else workdir
@@ -393,22 +385,23 @@ class Commands:
                 raise new_path_error(NotADirectoryError, errno.ENOTDIR, workdir)
         return _fallback.with_cwd(text, workdir), "/"
 
-    async def background_body(
+    async def prepare(
         self,
         command: str | Sequence[str],
         *,
         cwd: str | None,
         env: Mapping[str, str] | None,
         timeout: float | None,
-    ) -> dict[str, Any]:
-        """The request body that starts `command` in the background (see `_background`)."""
+    ) -> CommandRequest:
+        """`command` checked and placed, ready to send: by `run`, or in the background
+        (`request.body(background=True)`, see `_background`)."""
         text = _validate.command_text(command)
         limit = _validate.timeout(timeout, allow_none=True)
         envs = {**self._env, **_validate.env(env)}
         ctx = await self._life.context()
         workdir = ctx.working_dir if cwd is None else resolve(cwd, ctx.working_dir)
         text, sent_cwd = await self.literal_cwd(text, workdir, ctx)
-        return command_body(text, cwd=sent_cwd, env=envs, timeout=limit, background=True)
+        return CommandRequest(ctx, text, sent_cwd, workdir, envs, limit)
 
 
 def _capture_for(

@@ -3,7 +3,7 @@
 
 Built on `_filesystem.FileSystem` (paths, inspection, helper commands) and the lifecycle's
 `FileLink`. A write goes to a temporary sibling first and is renamed over the target, so a failed
-write leaves the old content in place.
+write leaves the old content in place (`_atomic.AtomicWriter`).
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ import contextlib
 import errno
 import io
 import os
-import posixpath
-from collections.abc import AsyncGenerator, AsyncIterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any, Final
 
-from opensandbox_core import _errors, _validate
+from opensandbox_core import _validate
 from opensandbox_core._commands._run import Commands
 from opensandbox_core._defaults import CHUNK_SIZE
 from opensandbox_core._errors import (
@@ -33,11 +32,11 @@ from opensandbox_core._types import TransferResult
 from opensandbox_core._wire._execd import ExecdClient, ExecdError
 
 from . import _fallback
-from ._filesystem import FileLink, FileSystem, kind_of, mode_from_digits, octal_digits
+from ._atomic import AtomicWriter
+from ._filesystem import FileLink, FileSystem, kind_of
 
 __all__ = ["Transfers"]
 
-_FILE_MODE_NEW: Final = 0o644
 _TRANSFER_CONCURRENCY: Final = 8
 
 
@@ -48,6 +47,8 @@ class Transfers:
         self._life = life
         self._fs = files
         self._commands = commands
+        self.write_bytes = AtomicWriter(life, files).write_bytes
+        """Write a file atomically (`_atomic.AtomicWriter.write_bytes`)."""
 
     async def read_bytes(self, path: str, *, max_size: int | None = None) -> bytes:
         """The whole content of a file. A directory raises IsADirectoryError. A file that execd
@@ -66,22 +67,9 @@ class Transfers:
         """Stream a file's content in chunks (bounded memory)."""
         execd = await self._fs.execd()
         target = await self._fs.target(path)
-        info = await self._fs.lstat(execd, target)
-        if info is None:
-            raise new_path_error(FileNotFoundError, errno.ENOENT, target)
-        kind = kind_of(info.get("type"))
-        size = int(info.get("size") or 0)
-        if kind == "symlink":
-            is_dir, is_file = await self._fs.kinds(target, info)
-            if not is_dir and not is_file:
-                real = await self._fs.realpath(target)
-                if await self._fs.lstat(execd, real) is None:
-                    raise new_path_error(FileNotFoundError, errno.ENOENT, target)
-            kind = "directory" if is_dir else ("file" if is_file else "other")
-            size = -1
-        if kind == "directory":
-            raise new_path_error(IsADirectoryError, errno.EISDIR, target)
-        if kind == "other" or _fallback.read_by_command(target):
+        info, is_file = await self._readable(execd, target)
+        size = -1 if kind_of(info.get("type")) == "symlink" else int(info.get("size") or 0)
+        if not is_file or _fallback.read_by_command(target):
             # A FIFO, socket or device, or a /proc or /sys entry: read like `cat`, bounded.
             for chunk in _chunks(await self._read_special(target, max_size), chunk_size):
                 yield chunk
@@ -123,6 +111,24 @@ class Transfers:
         if unseekable:
             for chunk in _chunks(await self._read_special(target, max_size), chunk_size):
                 yield chunk
+
+    async def _readable(
+        self, execd: ExecdClient, target: str, *, check_link: bool = True
+    ) -> tuple[Mapping[str, Any], bool]:
+        """`target`'s lstat info and whether it is a regular file, symlinks followed. A missing
+        path raises FileNotFoundError, a directory IsADirectoryError; with `check_link`, a
+        symlink that leads nowhere raises FileNotFoundError too (a symlink loop, ELOOP)."""
+        info = await self._fs.lstat(execd, target)
+        if info is None:
+            raise new_path_error(FileNotFoundError, errno.ENOENT, target)
+        is_dir, is_file = await self._fs.kinds(target, info)
+        if is_dir:
+            raise new_path_error(IsADirectoryError, errno.EISDIR, target)
+        if check_link and not is_file and kind_of(info.get("type")) == "symlink":
+            real = await self._fs.realpath(target)  # a loop raises ELOOP here
+            if await self._fs.lstat(execd, real) is None:  # dangling
+                raise new_path_error(FileNotFoundError, errno.ENOENT, target)
+        return info, is_file
 
     async def _read_special(self, target: str, max_size: int | None) -> bytes:
         """The content of a file that execd cannot serve by download, read by a command the way
@@ -187,171 +193,6 @@ class Transfers:
             raise os_error(text, target, "could not read the file", code=code)
         return data
 
-    async def write_bytes(
-        self,
-        path: str,
-        data: bytes | bytearray | memoryview | AsyncIterable[bytes],
-        *,
-        mode: int | None = None,
-        timeout: float | None = None,
-    ) -> None:
-        """Write a file atomically: parents are created, an existing file keeps its mode (new
-        files get 0o644 unless `mode` is given; setuid, setgid and sticky bits are applied too),
-        writes through a symlink reach its target, and a failed write leaves the old content in
-        place."""
-        payload = _validate.write_data(data)
-        mode = _validate.mode(mode)
-        execd = await self._fs.execd()
-        target = await self._fs.target(path, create=True)
-        if target.endswith("/"):
-            raise new_path_error(IsADirectoryError, errno.EISDIR, target)
-        # The inspection and the upload to a temporary name run at once; the upload is redone
-        # only when the target turns out to be a symlink (it may lead elsewhere).
-        if isinstance(payload, bytes) and await self._write_overlapped(
-            execd, target, payload, mode, timeout
-        ):
-            return
-        info = await self._fs.lstat(execd, target)
-        if info is not None and kind_of(info.get("type")) == "symlink":
-            link = target
-            target = await self._fs.realpath(target)
-            info = await self._fs.lstat(execd, target)
-            if info is not None and kind_of(info.get("type")) == "symlink":
-                # A symlink loop: `realpath -m` gives up on it. Replacing the link with a file
-                # would not be a write "through" it; fail like open(2) does.
-                raise new_path_error(OSError, errno.ELOOP, link)
-        _check_replaceable(target, info)
-        temp = _temp_for(target)
-        await self._upload_temp(execd, temp, target, payload, mode, info, timeout)
-        await self._place(execd, temp, target, mode, exists=info is not None)
-
-    async def _write_overlapped(
-        self,
-        execd: ExecdClient,
-        target: str,
-        payload: bytes,
-        mode: int | None,
-        timeout: float | None,
-    ) -> bool:
-        """Inspect `target` while uploading `payload` to a temporary sibling, then put it in
-        place; False (nothing written) when the target is a symlink, to be written through.
-
-        The temporary file gets the final 0o777 bits of a new file; an existing file's owner,
-        group and whole mode are copied to it by the command that renames it into place.
-        """
-        temp = _temp_for(target)
-        upload = asyncio.ensure_future(
-            self._upload_temp(execd, temp, target, payload, mode, None, timeout)
-        )
-        try:
-            info = await self._fs.lstat(execd, target)
-            if info is not None and kind_of(info.get("type")) == "symlink":
-                raise _Retry
-            _check_replaceable(target, info)
-        except BaseException as exc:
-            # On a retry the upload ends by itself: one cancelled in flight may still land its
-            # file after a removal sent at once (execd finishes a request it has begun).
-            if not isinstance(exc, _Retry):
-                upload.cancel()
-            await asyncio.wait([upload])
-            # A failed upload removed its own file; a finished or cancelled one may have left it.
-            if upload.cancelled() or upload.exception() is None:
-                await self._discard(execd, temp)
-            if isinstance(exc, _Retry):
-                return False
-            raise
-        await upload
-        await self._place(execd, temp, target, mode, exists=info is not None)
-        return True
-
-    async def _upload_temp(
-        self,
-        execd: ExecdClient,
-        temp: str,
-        target: str,
-        payload: bytes | AsyncIterable[bytes],
-        mode: int | None,
-        info: Mapping[str, Any] | None,
-        timeout: float | None,
-    ) -> None:
-        """Upload to `temp` with the target's final 0o777 bits (and, when `info` of an existing
-        target is known, its owner and group); errors name `target`, never `temp`."""
-        if mode is not None:
-            bits = mode
-        elif info is not None:
-            bits = mode_from_digits(info.get("mode"))
-        else:
-            bits = _FILE_MODE_NEW
-        owner = info.get("owner") if info is not None else None
-        group = info.get("group") if info is not None else None
-        try:
-            await execd.upload(
-                temp,
-                payload,
-                mode=octal_digits(bits & 0o777),
-                owner=str(owner) if owner else None,
-                group=str(group) if group else None,
-                timeout=timeout,
-            )
-        except Exception as exc:
-            await self._discard(execd, temp)
-            # Named by the path the caller gave, not the temporary name.
-            await self._life.fail(exc, "write a file", execd=execd, path=target)
-
-    async def _place(
-        self,
-        execd: ExecdClient,
-        temp: str,
-        target: str,
-        mode: int | None,
-        *,
-        exists: bool,
-    ) -> None:
-        """Rename an uploaded temporary file over `target` (which `exists` or not) atomically.
-
-        execd's upload applies only the 0o777 bits: setuid, setgid and sticky bits asked for,
-        and for an overwrite the old file's owner, group and (without `mode`) whole mode, are
-        applied by the command that renames the file into place.
-        """
-        if mode is not None and _fallback.special_bits(mode):
-            chmod: str | None = format(mode, "o")
-        else:
-            chmod = "=" if exists and mode is None else None
-        plain = _fallback.literal(target)
-        parent = None if plain else posixpath.dirname(target)
-        try:
-            if exists or chmod is not None or not plain:
-                await self._finish(temp, target, parent=parent, mode=chmod)
-            else:
-                try:
-                    await execd.move(temp, target)
-                except ExecdError as exc:
-                    if "already exists" not in exc.message:
-                        raise
-                    # Someone created the target meanwhile: replace it atomically all the same.
-                    await self._finish(temp, target, parent=None, mode=None)
-        except BaseException as exc:
-            await self._discard(execd, temp)
-            if isinstance(exc, Exception) and not isinstance(
-                exc, OSError | _errors.OpenSandboxError
-            ):
-                await self._life.fail(exc, "write a file", execd=execd, path=target)
-            raise
-
-    async def _finish(
-        self, temp: str, target: str, *, parent: str | None, mode: str | None
-    ) -> None:
-        """Rename a written temporary file over its target atomically (execd's own move refuses
-        an existing target), creating `parent` and applying owner and `mode` first (`_files`)."""
-        await self._fs.command_or_raise(
-            _fallback.finish_argv(temp, target, parent=parent, mode=mode), target
-        )
-
-    async def _discard(self, execd: ExecdClient, temp: str) -> None:
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(10):
-                await execd.remove_files([temp])
-
     async def upload_files(
         self, files: Sequence[tuple[str, bytes]], *, mode: int | None = None
     ) -> list[TransferResult]:
@@ -410,17 +251,8 @@ class Transfers:
             return await self._special_range(execd, target, offset, length)
         fetch = asyncio.ensure_future(execd.download_range(target, offset, length))
         try:
-            info = await self._fs.lstat(execd, target)
-            if info is None:
-                raise new_path_error(FileNotFoundError, errno.ENOENT, target)
-            is_dir, is_file = await self._fs.kinds(target, info)
-            if is_dir:
-                raise new_path_error(IsADirectoryError, errno.EISDIR, target)
+            _, is_file = await self._readable(execd, target)
             if not is_file:
-                if kind_of(info.get("type")) == "symlink":
-                    real = await self._fs.realpath(target)  # a loop raises ELOOP here
-                    if await self._fs.lstat(execd, real) is None:  # dangling
-                        raise new_path_error(FileNotFoundError, errno.ENOENT, target)
                 raise _Special
         except BaseException as exc:
             fetch.cancel()
@@ -441,13 +273,9 @@ class Transfers:
     async def _special_range(
         self, execd: ExecdClient, target: str, offset: int, length: int
     ) -> bytes:
-        """`read_range` of a /proc or /sys path: inspected like any path, read by a command."""
-        info = await self._fs.lstat(execd, target)
-        if info is None:
-            raise new_path_error(FileNotFoundError, errno.ENOENT, target)
-        is_dir, _ = await self._fs.kinds(target, info)
-        if is_dir:
-            raise new_path_error(IsADirectoryError, errno.EISDIR, target)
+        """`read_range` of a /proc or /sys path: inspected like any path (a symlink is not looked
+        up further: the command reads it), read by a command."""
+        await self._readable(execd, target, check_link=False)
         return await self._special_part(target, offset, length)
 
     async def replace_text(self, path: str, old: str, new: str) -> None:
@@ -484,10 +312,6 @@ class Transfers:
             raise
 
 
-class _Retry(Exception):
-    """Internal: the overlapped write found a symlink and is redone the sequential way."""
-
-
 class _Special(Exception):
     """Internal: a range read found a FIFO, socket or device, to be read by a command."""
 
@@ -505,35 +329,16 @@ def _chunks(data: bytes, size: int) -> list[bytes]:
     return [data[i : i + size] for i in range(0, len(data), max(size, 1))]
 
 
-def _temp_for(target: str) -> str:
-    """A fresh temporary name to upload `target`'s content to. A target that execd would
-    rewrite ($) is written under a `$`-free name in its deepest `$`-free ancestor, then renamed
-    by a command (which takes the name literally)."""
-    directory, name = posixpath.split(target)
-    plain = _fallback.literal(target)
-    return _fallback.temp_name(directory if plain else _fallback.literal_anchor(target), name)
-
-
-def _check_replaceable(target: str, info: Mapping[str, Any] | None) -> None:
-    """Raise unless `target` (lstat `info`, None when missing) may be replaced by a file."""
-    kind = kind_of(info.get("type")) if info is not None else None
-    if kind == "directory":
-        raise new_path_error(IsADirectoryError, errno.EISDIR, target)
-    if kind == "other":
-        raise OSError(errno.EINVAL, "Not a regular file; refusing to replace it", target)
+_TRANSFER_ERRORS: Final[tuple[tuple[type[BaseException], str], ...]] = (
+    (FileNotFoundError, "file_not_found"),
+    (PermissionError, "permission_denied"),
+    (IsADirectoryError, "is_directory"),
+    (NotADirectoryError, "not_a_directory"),
+    (ConfigurationError, "invalid_path"),
+    (SandboxUnavailableError, "unavailable"),
+)
+"""A failed transfer's `TransferResult.error`: the first entry whose type it is, else "error"."""
 
 
 def _transfer_error(exc: BaseException) -> str:
-    if isinstance(exc, FileNotFoundError):
-        return "file_not_found"
-    if isinstance(exc, PermissionError):
-        return "permission_denied"
-    if isinstance(exc, IsADirectoryError):
-        return "is_directory"
-    if isinstance(exc, NotADirectoryError):
-        return "not_a_directory"
-    if isinstance(exc, ConfigurationError):
-        return "invalid_path"
-    if isinstance(exc, SandboxUnavailableError):
-        return "unavailable"
-    return "error"
+    return next((code for kind, code in _TRANSFER_ERRORS if isinstance(exc, kind)), "error")

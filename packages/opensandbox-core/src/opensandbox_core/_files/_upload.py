@@ -28,7 +28,7 @@ import logging
 import os
 import posixpath
 import stat
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -36,6 +36,7 @@ from typing import Final, Protocol, TypedDict
 
 from opensandbox_core import _validate
 from opensandbox_core._errors import ConfigurationError
+from opensandbox_core._types import WriteData
 
 __all__ = [
     "SECRET_PATTERNS",
@@ -95,12 +96,7 @@ class UploadTarget(Protocol):
     async def make_dir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None: ...
 
     async def write_bytes(
-        self,
-        path: str,
-        data: bytes | bytearray | memoryview | AsyncIterable[bytes],
-        *,
-        mode: int | None = None,
-        timeout: float | None = None,
+        self, path: str, data: WriteData, *, mode: int | None = None, timeout: float | None = None
     ) -> None: ...
 
 
