@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import signal
+import threading
 import time
 from collections.abc import Iterator
 
@@ -153,6 +155,28 @@ async def test_a_cancelled_async_with_deletes_the_sandbox_its_create_made(
     assert proxy.withheld == 1, "the cancellation landed while the answer was held back"
     assert session.id is not None, "the guard waited for the answer naming the sandbox"
     assert await _owned(session) == []
+
+
+@pytest.mark.usefixtures("ctrl_c")
+def test_ctrl_c_while_a_blocking_with_creates_leaves_no_sandbox(
+    sandbox_image: str, holding_proxy: tuple[str, WithholdingProxy]
+) -> None:
+    address, proxy = holding_proxy
+    session = SandboxSession(
+        SandboxSpec(image=sandbox_image), connection=Connection(domain=address)
+    )
+    main = threading.main_thread().ident
+    assert main is not None and threading.current_thread() is threading.main_thread()
+    timer = threading.Timer(1.5, signal.pthread_kill, (main, signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt), session:
+            raise AssertionError("the body never runs: Ctrl-C lands during the create")
+    finally:
+        timer.cancel()
+    assert proxy.withheld == 1, "Ctrl-C landed while the answer was held back"
+    assert session.id is not None, "the clean-up waited for the answer naming the sandbox"
+    assert asyncio.run(_owned(session.async_session)) == []
 
 
 @pytest.mark.parametrize(

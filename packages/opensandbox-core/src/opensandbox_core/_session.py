@@ -5,7 +5,8 @@ recorded exchanges of the real execd v1.0.19 and v1.0.18 (tests/data/execd-recor
 project's testbed daemon in its generation profiles (1.0.19, 1.0.18, 1.1, 1.0.16).
 
 The session is a facade over facets with one job each, and keeps only its flat public methods
-(one-line delegations), `async with` and `aclose()`:
+(one-line delegations), `async with` and `aclose()`; its read-only properties (`id`, `owned`,
+`spec`, ...) are `SessionInfo`'s, shared with the blocking `SandboxSession`:
 
 - lifecycle (`_lifecycle`, with `_startup` and `_reach`): clients, start-once, create, attach and
   recover, readiness and the probe, renewal, pause and resume, destroy, the error boundary;
@@ -48,8 +49,8 @@ from ._files._upload import DirectoryUpload, UploadOptions, upload_directory
 from ._lifecycle._guard import CreateGuard
 from ._lifecycle._sandbox import SandboxLifecycle
 from ._lifecycle._startup import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY
+from ._session_info import SessionInfo
 from ._types import CommandResult, FileInfo, TransferResult, WriteData
-from ._wire._framing import Framing
 
 __all__ = [
     "DEFAULT",
@@ -70,7 +71,7 @@ DEFAULT: Final = _Default()
 """Sentinel: use the session's default (e.g. its default command timeout)."""
 
 
-class AsyncSandboxSession:
+class AsyncSandboxSession(SessionInfo):
     """A session on one OpenSandbox sandbox: commands and files, created or attached lazily.
 
     Build it with a `SandboxSpec` to create a sandbox on first use, or with `sandbox_id=` to
@@ -138,58 +139,17 @@ class AsyncSandboxSession:
         self._transfers = Transfers(self._life, self._files, self._commands)
         self._life.connection.check_security()
 
-    # -- identity ---------------------------------------------------------------------------
+    # -- identity (the read-only properties and repr() are `SessionInfo`'s) ------------------
     @classmethod
     def attach(cls, sandbox_id: str, **kwargs: Any) -> AsyncSandboxSession:
         """A session on an existing sandbox. It never destroys the sandbox on its own."""
         return cls(sandbox_id=sandbox_id, **kwargs)
-
-    @property
-    def id(self) -> str | None:
-        """The sandbox id, or None before a created sandbox exists."""
-        return self._life.sandbox_id
-
-    @property
-    def owned(self) -> bool:
-        """True when this session created the sandbox (and so may destroy it on exit)."""
-        return self._life.owned
-
-    @property
-    def owner_token(self) -> str:
-        """The value of the ownership tag (`OWNER_KEY`) this session puts on a sandbox it creates."""
-        return self._life.owner_token
-
-    @property
-    def spec(self) -> SandboxSpec | None:
-        return self._life.spec
-
-    @property
-    def connection(self) -> Connection:
-        return self._life.connection
-
-    @property
-    def env(self) -> Mapping[str, str]:
-        return dict(self._env)
-
-    @property
-    def framing(self) -> Framing | None:
-        """The execd output framing, once known."""
-        ready = self._life.ready
-        return ready.framing if ready else None
 
     def _adopt(self, owner_token: str) -> None:
         """Internal, for code that created this session's sandbox itself (a snapshot restore):
         the session becomes its owner, with `owner_token` as the tag the sandbox carries, and so
         destroys it on leaving `async with`."""
         self._life.adopt(owner_token)
-
-    def __repr__(self) -> str:
-        life = self._life
-        state = "destroyed" if life.destroyed else ("ready" if life.ready else "not started")
-        return (
-            f"{type(self).__name__}(id={life.sandbox_id!r}, owned={life.owned}, "
-            f"state={state!r}, connection={life.connection!r})"
-        )
 
     # -- lifecycle (the `_lifecycle` facet) --------------------------------------------------
     async def start(self) -> str:

@@ -2,9 +2,12 @@
 
 There is one implementation (the async one); every public method and property of
 `AsyncSandboxSession` has a twin here with the same parameters (a unit test,
-`tests/unit/core/test_sync_parity.py`, fails when one is missing or differs). Blocking calls are run on a private event loop in
-a daemon thread shared by every blocking session of the process, so they work from plain scripts,
-from threads, and from inside a running event loop alike. Ctrl-C (KeyboardInterrupt) during a
+`tests/unit/core/test_sync_parity.py`, fails when one is missing or differs). The read-only
+properties are the same code on both (`SessionInfo`), and a method that only runs its async
+twin is made from it by `_blocking`, so it cannot drift from the async signature. Blocking calls
+are run on a private event loop in a daemon thread shared by every blocking session of the
+process, so they work from plain scripts, from threads, and from inside a running event loop
+alike. Ctrl-C (KeyboardInterrupt) during a
 blocking call cancels the operation, which stops the remote command, then re-raises.
 """
 
@@ -13,22 +16,29 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import os
+import functools
 import threading
-from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
-from typing import Any, TypeVar, Unpack
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from . import _defaults
 from ._commands._background import DEFAULT_MAX_CHUNK, BackgroundProcess, OutputChunk, ProcessStatus
 from ._config import Connection, SandboxSpec
-from ._files._upload import DirectoryUpload, UploadOptions
-from ._session import DEFAULT, AsyncSandboxSession, OutputCallback, _Default
-from ._types import CommandResult, FileInfo, TransferResult, WriteData
-from ._wire._framing import Framing
+from ._lifecycle._guard import CreateGuard
+from ._session import AsyncSandboxSession
+from ._session_info import SessionInfo
 
 __all__ = ["BlockingBackgroundProcess", "SandboxSession", "run_blocking"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class _Portal:
@@ -145,7 +155,33 @@ class BlockingBackgroundProcess:
         _portal.run(self._process.discard())
 
 
-class SandboxSession:
+def _blocking(
+    method: Callable[Concatenate[AsyncSandboxSession, P], Coroutine[Any, Any, T]],
+    *,
+    name: str | None = None,
+    doc: str | None = None,
+) -> Callable[Concatenate[SandboxSession, P], T]:
+    """The blocking twin of a coroutine method of `AsyncSandboxSession`: it calls the method
+    (by name) on the façade's async session, runs the coroutine on the portal loop and waits.
+
+    The twin takes the method's parameters (for mypy through `P`; for `inspect.signature` and
+    `help()` through `__wrapped__`) and its docstring, unless `doc` gives the façade's own;
+    `name` renames it (`aclose` -> `close`)."""
+    attribute = method.__name__
+
+    @functools.wraps(method)
+    def twin(self: SandboxSession, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        bound: Callable[P, Coroutine[Any, Any, T]] = getattr(self._async, attribute)
+        return _portal.run(bound(*args, **kwargs))
+
+    twin.__name__ = name or attribute
+    twin.__qualname__ = f"SandboxSession.{twin.__name__}"
+    if doc is not None:
+        twin.__doc__ = doc
+    return twin
+
+
+class SandboxSession(SessionInfo):
     """Blocking twin of `AsyncSandboxSession`, with the same arguments and behaviour.
 
     ```python
@@ -176,6 +212,9 @@ class SandboxSession:
             max_output=max_output,
             recover_timeout=recover_timeout,
         )
+        # The state `SessionInfo`'s properties read: the async session's own objects.
+        self._life = self._async._life
+        self._env = self._async._env
 
     @classmethod
     def attach(cls, sandbox_id: str, **kwargs: Any) -> SandboxSession:
@@ -187,74 +226,36 @@ class SandboxSession:
         """The async session behind this façade (same sandbox, same state)."""
         return self._async
 
-    @property
-    def id(self) -> str | None:
-        return self._async.id
-
-    @property
-    def owned(self) -> bool:
-        return self._async.owned
-
-    @property
-    def owner_token(self) -> str:
-        return self._async.owner_token
-
-    @property
-    def spec(self) -> SandboxSpec | None:
-        return self._async.spec
-
-    @property
-    def connection(self) -> Connection:
-        return self._async.connection
-
-    @property
-    def env(self) -> Mapping[str, str]:
-        return self._async.env
-
-    @property
-    def framing(self) -> Framing | None:
-        return self._async.framing
-
-    def __repr__(self) -> str:
-        return repr(self._async).replace("AsyncSandboxSession", "SandboxSession", 1)
-
     # -- lifecycle ----------------------------------------------------------------------------
-    def start(self) -> str:
-        return _portal.run(self._async.start())
-
-    def working_dir(self) -> str:
-        return _portal.run(self._async.working_dir())
-
-    def get_endpoint(self, port: int) -> tuple[str, dict[str, str]]:
-        return _portal.run(self._async.get_endpoint(port))
+    start = _blocking(AsyncSandboxSession.start)
+    working_dir = _blocking(AsyncSandboxSession.working_dir)
+    get_endpoint = _blocking(AsyncSandboxSession.get_endpoint)
+    sandbox_gone = _blocking(AsyncSandboxSession.sandbox_gone)
+    pause = _blocking(AsyncSandboxSession.pause)
+    resume = _blocking(AsyncSandboxSession.resume)
+    upload_dir = _blocking(AsyncSandboxSession.upload_dir)
+    destroy = _blocking(
+        AsyncSandboxSession.destroy,
+        doc="Delete the sandbox (quiet when already gone) and close local clients.",
+    )
+    close = _blocking(
+        AsyncSandboxSession.aclose,
+        name="close",
+        doc="Close local HTTP clients; the sandbox keeps running (twin of `aclose`).",
+    )
 
     def set_lifetime(self, lifetime: float | None) -> None:
         self._async.set_lifetime(lifetime)
 
-    def sandbox_gone(self) -> bool:
-        return _portal.run(self._async.sandbox_gone())
-
-    def pause(self, *, timeout: float = 60.0) -> None:
-        _portal.run(self._async.pause(timeout=timeout))
-
-    def resume(self, *, timeout: float = 60.0) -> None:
-        _portal.run(self._async.resume(timeout=timeout))
-
-    def upload_dir(
-        self, local_dir: str | os.PathLike[str], remote_dir: str, **options: Unpack[UploadOptions]
-    ) -> DirectoryUpload:
-        return _portal.run(self._async.upload_dir(local_dir, remote_dir, **options))
-
-    def destroy(self) -> None:
-        """Delete the sandbox (quiet when already gone) and close local clients."""
-        _portal.run(self._async.destroy())
-
-    def close(self) -> None:
-        """Close local HTTP clients; the sandbox keeps running (twin of `aclose`)."""
-        _portal.run(self._async.aclose())
-
     def __enter__(self) -> SandboxSession:
-        _portal.run(self._async.__aenter__())
+        guard = CreateGuard(self._async)
+        try:
+            _portal.run(guard.start())
+        except KeyboardInterrupt:
+            # Ctrl-C does not wait for the cancelled create: its clean-up (delete what the
+            # server made) goes on in the portal loop, and is waited for here.
+            _portal.run(guard.settle())
+            raise
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -264,28 +265,7 @@ class SandboxSession:
             self.close()
 
     # -- commands -----------------------------------------------------------------------------
-    def run(
-        self,
-        command: str | Sequence[str],
-        *,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        timeout: float | _Default | None = DEFAULT,
-        on_output: OutputCallback | None = None,
-        max_output: int | None = None,
-        plain_lines: bool = False,
-    ) -> CommandResult:
-        return _portal.run(
-            self._async.run(
-                command,
-                cwd=cwd,
-                env=env,
-                timeout=timeout,
-                on_output=on_output,
-                max_output=max_output,
-                plain_lines=plain_lines,
-            )
-        )
+    run = _blocking(AsyncSandboxSession.run)
 
     def start_background(
         self,
@@ -304,8 +284,7 @@ class SandboxSession:
         return BlockingBackgroundProcess(self._async.background(execution_id))
 
     # -- files --------------------------------------------------------------------------------
-    def read_bytes(self, path: str, *, max_size: int | None = None) -> bytes:
-        return _portal.run(self._async.read_bytes(path, max_size=max_size))
+    read_bytes = _blocking(AsyncSandboxSession.read_bytes)
 
     def iter_bytes(
         self, path: str, *, max_size: int | None = None, chunk_size: int = _defaults.CHUNK_SIZE
@@ -313,39 +292,15 @@ class SandboxSession:
         """The file's content in chunks, read as the caller iterates (blocking)."""
         return _iterate(self._async.iter_bytes(path, max_size=max_size, chunk_size=chunk_size))
 
-    def write_bytes(
-        self, path: str, data: WriteData, *, mode: int | None = None, timeout: float | None = None
-    ) -> None:
-        _portal.run(self._async.write_bytes(path, data, mode=mode, timeout=timeout))
+    write_bytes = _blocking(AsyncSandboxSession.write_bytes)
 
-    def read_range(self, path: str, offset: int, length: int) -> bytes:
-        return _portal.run(self._async.read_range(path, offset, length))
-
-    def replace_text(self, path: str, old: str, new: str) -> None:
-        _portal.run(self._async.replace_text(path, old, new))
-
-    def stat(self, path: str) -> FileInfo:
-        return _portal.run(self._async.stat(path))
-
-    def exists(self, path: str) -> bool:
-        return _portal.run(self._async.exists(path))
-
-    def list_dir(self, path: str = ".") -> list[FileInfo]:
-        return _portal.run(self._async.list_dir(path))
-
-    def make_dir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None:
-        _portal.run(self._async.make_dir(path, parents=parents, exist_ok=exist_ok))
-
-    def remove(self, path: str, *, recursive: bool = True) -> None:
-        _portal.run(self._async.remove(path, recursive=recursive))
-
-    def realpath(self, path: str) -> str:
-        return _portal.run(self._async.realpath(path))
-
-    def upload_files(
-        self, files: Sequence[tuple[str, bytes]], *, mode: int | None = None
-    ) -> list[TransferResult]:
-        return _portal.run(self._async.upload_files(files, mode=mode))
-
-    def download_files(self, paths: Sequence[str]) -> list[TransferResult]:
-        return _portal.run(self._async.download_files(paths))
+    read_range = _blocking(AsyncSandboxSession.read_range)
+    replace_text = _blocking(AsyncSandboxSession.replace_text)
+    stat = _blocking(AsyncSandboxSession.stat)
+    exists = _blocking(AsyncSandboxSession.exists)
+    list_dir = _blocking(AsyncSandboxSession.list_dir)
+    make_dir = _blocking(AsyncSandboxSession.make_dir)
+    remove = _blocking(AsyncSandboxSession.remove)
+    realpath = _blocking(AsyncSandboxSession.realpath)
+    upload_files = _blocking(AsyncSandboxSession.upload_files)
+    download_files = _blocking(AsyncSandboxSession.download_files)

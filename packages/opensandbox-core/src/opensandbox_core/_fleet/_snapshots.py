@@ -21,10 +21,10 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from opensandbox_core import _errors, _validate
 from opensandbox_core._config import Connection
@@ -42,6 +42,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 _POLL = 0.2  # seconds between state checks
 
@@ -77,6 +79,11 @@ def _ref(info: Any) -> SnapshotRef:
     )
 
 
+async def _read(service: Any, snapshot_id: str) -> SnapshotRef:
+    """The snapshot as the server reports it now."""
+    return _ref(await service.get_snapshot(snapshot_id))
+
+
 @contextlib.asynccontextmanager
 async def _service(connection: Connection | None) -> AsyncIterator[Any]:
     from opensandbox.adapters.factory import AdapterFactory
@@ -90,15 +97,31 @@ async def _service(connection: Connection | None) -> AsyncIterator[Any]:
 
 
 @contextlib.contextmanager
-def _snapshot_call(action: str, *, sandbox_id: str | None = None) -> Iterator[None]:
+def _snapshot_call(
+    action: str, *, operation: str | None = None, sandbox_id: str | None = None
+) -> Iterator[None]:
     """Raise what fails inside as `SnapshotsUnsupportedError` when the runtime has no
-    snapshots, else as the project's error (`_errors.translated`)."""
+    snapshots, else as the project's error (`_errors.translated`, as `operation`, by default
+    `action`)."""
     try:
         yield
     except Exception as exc:
         _unsupported(exc, action)
-        with _errors.translated(action, sandbox_id=sandbox_id):
+        with _errors.translated(operation or action, sandbox_id=sandbox_id):
             raise
+
+
+async def _if_found(call: Awaitable[T], verb: str, snapshot_id: str) -> tuple[T] | None:
+    """`(await call,)`, the call that does `verb` to the snapshot, or None when it failed
+    because the snapshot does not exist (any more); any other failure raises as in
+    `_snapshot_call`."""
+    with _snapshot_call(f"{verb} a snapshot", operation=f"{verb} snapshot {snapshot_id}"):
+        try:
+            return (await call,)
+        except Exception as exc:
+            if not _errors.is_not_found(exc):
+                raise
+    return None
 
 
 def _unsupported(exc: BaseException, action: str) -> None:
@@ -156,7 +179,7 @@ async def snapshot_sandbox(
                 )
             await asyncio.sleep(_POLL)
             with _errors.translated(f"read snapshot {ref.id}"):
-                ref = _ref(await service.get_snapshot(ref.id))
+                ref = await _read(service, ref.id)
     logger.info(
         "Snapshot %s of sandbox %s is %s (%.2f s)",
         ref.id,
@@ -173,14 +196,8 @@ async def get_snapshot(
     """The snapshot with this id, or None when it does not exist (any more)."""
     snapshot_id = _validate.snapshot_id(snapshot_id)
     async with _service(connection) as service:
-        try:
-            return _ref(await service.get_snapshot(snapshot_id))
-        except Exception as exc:
-            if _errors.is_not_found(exc):
-                return None
-            _unsupported(exc, "read a snapshot")
-            with _errors.translated(f"read snapshot {snapshot_id}"):
-                raise
+        found = await _if_found(_read(service, snapshot_id), "read", snapshot_id)
+    return None if found is None else found[0]
 
 
 async def list_snapshots(
@@ -211,14 +228,9 @@ async def delete_snapshot(snapshot_id: str, connection: Connection | None = None
     """
     snapshot_id = _validate.snapshot_id(snapshot_id)
     async with _service(connection) as service:
-        try:
-            await service.delete_snapshot(snapshot_id)
-        except Exception as exc:
-            if _errors.is_not_found(exc):
-                return False
-            _unsupported(exc, "delete a snapshot")
-            with _errors.translated(f"delete snapshot {snapshot_id}"):
-                raise
+        found = await _if_found(service.delete_snapshot(snapshot_id), "delete", snapshot_id)
+    if found is None:
+        return False
     logger.info("Deleted snapshot %s", snapshot_id)
     return True
 
