@@ -39,7 +39,6 @@ from typing import Any, Self, Unpack
 from deepagents.backends.protocol import ExecuteResponse
 
 from opensandbox_core import (
-    CANCEL_CLEANUP_WAIT,
     DEFAULT,
     AsyncSandboxSession,
     CommandTimeoutError,
@@ -131,18 +130,7 @@ class OpenSandboxBackend(NativeFiles):
         `stderr_prefix`. A failed create leaves no sandbox behind; so does Ctrl-C.
         """
         backend = cls(cls._create_session(options), stderr_prefix=options.stderr_prefix)
-        try:
-            backend._run(backend._start_owned())
-        except KeyboardInterrupt:
-            # The create goes on in the background loop until the server has answered; wait
-            # for it there and for the sandbox's deletion, so Ctrl-C leaves nothing behind.
-            logger.warning(
-                "Interrupted while creating a sandbox: deleting it once the server has answered "
-                "(at most %g s; press Ctrl-C again to leave at once).",
-                CANCEL_CLEANUP_WAIT,
-            )
-            backend._run(backend._creator.settle())
-            raise
+        backend._creator.start_blocking()
         return backend
 
     @classmethod

@@ -5,19 +5,17 @@ There is one implementation (the async one); every public method and property of
 `tests/unit/core/test_sync_parity.py`, fails when one is missing or differs). The read-only
 properties are the same code on both (`SessionInfo`), and a method that only runs its async
 twin is made from it by `_blocking`, so it cannot drift from the async signature. Blocking calls
-are run on a private event loop in a daemon thread shared by every blocking session of the
-process, so they work from plain scripts, from threads, and from inside a running event loop
-alike. Ctrl-C (KeyboardInterrupt) during a
-blocking call cancels the operation, which stops the remote command, then re-raises.
+run on the portal (`_portal`: a private event loop in a daemon thread shared by every blocking
+caller of the process), so they work from plain scripts, from threads, and from inside a running
+event loop alike. Ctrl-C (KeyboardInterrupt) during a blocking call cancels the operation, which
+stops the remote command, then re-raises; in `with SandboxSession(...)` it waits for the create
+to be cleaned up (`CreateGuard.start_blocking`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import contextlib
 import functools
-import threading
 from collections.abc import (
     AsyncIterator,
     Callable,
@@ -32,6 +30,7 @@ from . import _defaults
 from ._commands._background import DEFAULT_MAX_CHUNK, BackgroundProcess, OutputChunk, ProcessStatus
 from ._config import Connection, SandboxSpec
 from ._lifecycle._guard import CreateGuard
+from ._portal import portal, run_blocking
 from ._session import AsyncSandboxSession
 from ._session_info import SessionInfo
 
@@ -41,79 +40,20 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 
-class _Portal:
-    """A background event loop that blocking callers submit coroutines to."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def loop(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None or self._loop.is_closed():
-                loop = asyncio.new_event_loop()
-                ready = threading.Event()
-
-                def runner() -> None:
-                    asyncio.set_event_loop(loop)
-                    loop.call_soon(ready.set)
-                    loop.run_forever()
-
-                thread = threading.Thread(
-                    target=runner, name="opensandbox-core-portal", daemon=True
-                )
-                thread.start()
-                ready.wait()
-                self._loop = loop
-            return self._loop
-
-    def run(self, coro: Coroutine[Any, Any, T], *, cancel_wait: float = 15.0) -> T:
-        loop = self.loop()
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            coro.close()
-            raise RuntimeError(
-                "A blocking SandboxSession method was called from its own portal loop; "
-                "use AsyncSandboxSession in async code."
-            )
-        future = asyncio.run_coroutine_threadsafe(coro, loop)
-        try:
-            return future.result()
-        except KeyboardInterrupt:
-            future.cancel()
-            # Give the cancellation a moment to stop the remote command.
-            with contextlib.suppress(BaseException):
-                future.result(timeout=cancel_wait)
-            raise
-        except concurrent.futures.CancelledError:
-            raise
-
-
-_portal = _Portal()
-
-
-def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine on the shared portal loop and wait for it (for adapters' sync methods)."""
-    return _portal.run(coro)
-
-
 def _iterate(agen: AsyncIterator[T]) -> Iterator[T]:
     """A blocking iterator over an async one, each step run on the portal loop; closing the
     iterator (or leaving the loop early) closes the async one there too."""
     try:
         while True:
             try:
-                yield _portal.run(agen.__anext__())  # type: ignore[arg-type]
+                yield portal.run(agen.__anext__())  # type: ignore[arg-type]
             except StopAsyncIteration:
                 return
     finally:
         closer = getattr(agen, "aclose", None)
         if closer is not None:
             with contextlib.suppress(Exception):
-                _portal.run(closer())
+                portal.run(closer())
 
 
 class BlockingBackgroundProcess:
@@ -138,21 +78,21 @@ class BlockingBackgroundProcess:
     keep_running = staticmethod(BackgroundProcess.keep_running)
 
     def status(self) -> ProcessStatus:
-        return _portal.run(self._process.status())
+        return portal.run(self._process.status())
 
     def read_output(
         self, cursor: int | None = None, *, max_bytes: int = DEFAULT_MAX_CHUNK
     ) -> OutputChunk:
-        return _portal.run(self._process.read_output(cursor, max_bytes=max_bytes))
+        return portal.run(self._process.read_output(cursor, max_bytes=max_bytes))
 
     def wait(self, timeout: float | None = None, *, poll: float = 0.2) -> int:
-        return _portal.run(self._process.wait(timeout, poll=poll))
+        return portal.run(self._process.wait(timeout, poll=poll))
 
     def stop(self) -> None:
-        _portal.run(self._process.stop())
+        portal.run(self._process.stop())
 
     def discard(self) -> None:
-        _portal.run(self._process.discard())
+        portal.run(self._process.discard())
 
 
 def _blocking(
@@ -172,7 +112,7 @@ def _blocking(
     @functools.wraps(method)
     def twin(self: SandboxSession, /, *args: P.args, **kwargs: P.kwargs) -> T:
         bound: Callable[P, Coroutine[Any, Any, T]] = getattr(self._async, attribute)
-        return _portal.run(bound(*args, **kwargs))
+        return portal.run(bound(*args, **kwargs))
 
     twin.__name__ = name or attribute
     twin.__qualname__ = f"SandboxSession.{twin.__name__}"
@@ -248,14 +188,7 @@ class SandboxSession(SessionInfo):
         self._async.set_lifetime(lifetime)
 
     def __enter__(self) -> SandboxSession:
-        guard = CreateGuard(self._async)
-        try:
-            _portal.run(guard.start())
-        except KeyboardInterrupt:
-            # Ctrl-C does not wait for the cancelled create: its clean-up (delete what the
-            # server made) goes on in the portal loop, and is waited for here.
-            _portal.run(guard.settle())
-            raise
+        CreateGuard(self._async).start_blocking()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -275,7 +208,7 @@ class SandboxSession(SessionInfo):
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
     ) -> BlockingBackgroundProcess:
-        process = _portal.run(
+        process = portal.run(
             self._async.start_background(command, cwd=cwd, env=env, timeout=timeout)
         )
         return BlockingBackgroundProcess(process)

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from opensandbox_core._lifecycle._startup import OWNER_KEY
+from opensandbox_core._portal import run_blocking
 
 if TYPE_CHECKING:
     from opensandbox_core._session import AsyncSandboxSession
@@ -83,8 +84,9 @@ class CreateGuard:
     sandbox_id = await guard.start()  # on failure or cancellation, nothing is left behind
     ```
 
+    `start_blocking()` is the same for blocking code (Ctrl-C waits for the clean-up);
     `settle()` waits for the clean-up a cancelled `start()` began, for a caller whose
-    cancellation did not wait (a blocking call interrupted by Ctrl-C).
+    cancellation did not wait.
     """
 
     def __init__(
@@ -120,6 +122,24 @@ class CreateGuard:
             raise
         except BaseException:
             await discard_sandbox(session, "did not become usable")
+            raise
+
+    def start_blocking(self) -> str:
+        """`start()` for blocking code, on the shared portal loop (`run_blocking`).
+
+        Ctrl-C cannot wait inside the cancelled create, so it waits here for the clean-up
+        (at most `wait` seconds for the server's answer, then the delete); a second Ctrl-C
+        leaves at once, and the sandbox then expires after its idle lifetime.
+        """
+        try:
+            return run_blocking(self.start())
+        except KeyboardInterrupt:
+            logger.warning(
+                "Interrupted while creating a sandbox: deleting it once the server has answered "
+                "(at most %g s; press Ctrl-C again to leave at once).",
+                self._wait,
+            )
+            run_blocking(self.settle())
             raise
 
     async def settle(self) -> None:
