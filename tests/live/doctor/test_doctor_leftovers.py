@@ -29,34 +29,44 @@ from opensandbox_core._fleet._admin import LIBRARY_VALUE
 
 
 async def _dead_sandbox(env: dict[str, str], image: str, tag: dict[str, str]) -> str:
+    """A sandbox whose entrypoint exits 3, once the server reports it Failed.
+
+    In two of about eight full live runs on 2 cores (2026-12-02) the server had not reported
+    Failed after 60 s and 180 s (the same test passes in 4-5 s alone and in the other runs; the
+    cause is not known). That is the server's state reporting, not what this test is about: a
+    sandbox that does not get there in 90 s is deleted and made once more, and the failure
+    names every status seen last.
+    """
+    stuck: list[str] = []
     async with httpx.AsyncClient(
         base_url=f"http://{env['OPEN_SANDBOX_DOMAIN']}",
         headers={"OPEN-SANDBOX-API-KEY": env["OPEN_SANDBOX_API_KEY"]},
         timeout=60,
     ) as client:
-        response = await client.post(
-            "/v1/sandboxes",
-            json={
-                "image": {"uri": image},
-                "entrypoint": ["/bin/sh", "-c", "exit 3"],
-                "timeout": 600,
-                "resourceLimits": {"cpu": "1", "memory": "256Mi"},
-                "env": {},
-                "metadata": {LIBRARY_KEY: LIBRARY_VALUE, **tag},
-            },
-        )
-        assert response.is_success, response.text
-        sandbox_id = str(response.json()["id"])
-        # The container starts, its entrypoint exits 3, the server reports Failed: once, in a
-        # full CI run on 2 cores, not within 60 s. The last status seen goes in the failure.
-        deadline = time.monotonic() + 180
-        status: object = None
-        while time.monotonic() < deadline:
-            status = (await client.get(f"/v1/sandboxes/{sandbox_id}")).json().get("status")
-            if isinstance(status, dict) and str(status.get("state")).lower() == "failed":
-                return sandbox_id
-            await asyncio.sleep(1)
-    raise AssertionError(f"sandbox {sandbox_id} never reached state Failed; last status {status}")
+        for _attempt in range(2):
+            response = await client.post(
+                "/v1/sandboxes",
+                json={
+                    "image": {"uri": image},
+                    "entrypoint": ["/bin/sh", "-c", "exit 3"],
+                    "timeout": 600,
+                    "resourceLimits": {"cpu": "1", "memory": "256Mi"},
+                    "env": {},
+                    "metadata": {LIBRARY_KEY: LIBRARY_VALUE, **tag},
+                },
+            )
+            assert response.is_success, response.text
+            sandbox_id = str(response.json()["id"])
+            deadline = time.monotonic() + 90
+            status: object = None
+            while time.monotonic() < deadline:
+                status = (await client.get(f"/v1/sandboxes/{sandbox_id}")).json().get("status")
+                if isinstance(status, dict) and str(status.get("state")).lower() == "failed":
+                    return sandbox_id
+                await asyncio.sleep(1)
+            stuck.append(f"{sandbox_id}: {status}")
+            await client.delete(f"/v1/sandboxes/{sandbox_id}")
+    raise AssertionError(f"no sandbox reached state Failed; last statuses {stuck}")
 
 
 async def test_leftovers_by_idle_time_and_owner(
