@@ -9,9 +9,9 @@ on 2026-12-01 (`tests/live/deepagents_backend/test_deepagents_peer_features.py`)
 
 Behaviour, and why:
 - `create()` creates the sandbox before it returns (as the seed README promises) and leaks
-  nothing when it fails or is interrupted (the core's `CreateGuard`). `connect(id)` attaches and checks that
-  the sandbox answers. Building the class itself does no I/O. The options of both are declared
-  once, in `_options.py`.
+  nothing when it fails or is interrupted (the core's `CreateGuard`). `connect(id)` attaches
+  and checks that the sandbox answers. Building the class itself does no I/O. The options of
+  both are declared once, in `_options.py`.
 - A created sandbox expires after `timeout` (30 minutes, the seed's default) without an
   operation; a running command keeps renewing it (the core's `_lifetime`).
 - Ownership: whoever creates a sandbox owns it, nothing else destroys it. `kill()` on a backend

@@ -104,12 +104,11 @@ class CreateGuard:
         """`session.start()`, guarded as the class docstring says; returns the sandbox id."""
         session = self._session
         if session.id is not None:  # attaching (or started before): no sandbox can be lost
-            if self._keep:
-                return await session.start()
             try:
                 return await session.start()
             except BaseException:
-                await discard_sandbox(session, "did not become usable")
+                if not self._keep:
+                    await discard_sandbox(session, "did not become usable")
                 raise
         if self._keep:  # the session keeps what the create made
             return await run_to_completion(session.start)
