@@ -164,3 +164,12 @@ async def test_run_to_completion_finishes_the_call_before_the_cancellation() -> 
         await call
     assert finished == ["done"]
     assert await run_to_completion(slow) == "done"
+
+
+@pytest.mark.parametrize("wait", [-1, float("nan"), "10"])
+def test_a_bad_wait_is_refused_before_any_request(wait: object) -> None:
+    fake = FakeOpenSandbox()
+    session = AsyncSandboxSession(SandboxSpec(image="img"), connection=fake.connection())
+    with pytest.raises((ValueError, TypeError), match="wait"):
+        CreateGuard(session, wait=wait)  # type: ignore[arg-type]
+    assert fake.requests == []

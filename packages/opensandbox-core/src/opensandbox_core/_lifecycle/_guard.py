@@ -22,6 +22,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final, TypeVar
 
+from opensandbox_core import _validate
 from opensandbox_core._lifecycle._startup import OWNER_KEY
 from opensandbox_core._portal import run_blocking
 
@@ -94,7 +95,7 @@ class CreateGuard:
     ) -> None:
         self._session = session
         self._keep = keep
-        self._wait = wait
+        self._wait = _validate.seconds(wait, "wait", minimum=0)
         self._cleanup: asyncio.Future[None] | None = None
 
     def __repr__(self) -> str:
