@@ -16,6 +16,7 @@ from deepagents_opensandbox_backend._mapping import combined_output
 from deepagents_opensandbox_backend._options import AttachOptions, SandboxOptions, ThreadOptions
 from opensandbox_core import ConfigurationError, EgressRule, NetworkPolicy, SandboxSpec, Volume
 from opensandbox_core._files._upload import upload_directory
+from opensandbox_core.metadata import ADAPTER_KEY
 
 pytestmark = pytest.mark.filterwarnings("ignore::opensandbox_core.InsecureSandboxWarning")
 
@@ -87,7 +88,7 @@ def test_options_build_the_core_spec_and_hide_secrets() -> None:
         timeout=0,
     )
     spec = options.sandbox_spec({"extra": "b"})
-    assert dict(spec.metadata) == {"team": "a", "extra": "b"}
+    assert dict(spec.metadata) == {"team": "a", "extra": "b", ADAPTER_KEY: "deepagents"}
     assert spec.lifetime is None  # 0 is the seed's "no limit"
     assert spec.entrypoint is None  # the image's own, picked by the core at create
     assert [v.name for v in spec.volumes] == ["data"]
@@ -161,7 +162,8 @@ def test_a_spec_describes_the_sandbox_instead_of_the_keywords() -> None:
     session = options.create({"label": "x"})
     assert session.spec is not None and session.spec.secure_access
     assert (session.spec.image, session.spec.lifetime) == ("python:3.13-slim", None)
-    assert dict(session.spec.metadata) == {"label": "x"} and session.env == {"A": "1"}
+    assert dict(session.spec.metadata) == {ADAPTER_KEY: "deepagents", "label": "x"}
+    assert session.env == {"A": "1"}
     # A keyword that describes the sandbox differently is refused before any I/O.
     with pytest.raises(ValueError, match=r"spec= and timeout= \(the spec's lifetime\)"):
         OpenSandboxBackend.create(spec=given, timeout=60, domain="127.0.0.1:9")

@@ -8,9 +8,11 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.workspaces import WorkspaceRef
 
 from opensandbox_core import EgressRule, NetworkPolicy, SandboxSpec, Volume
+from opensandbox_core.metadata import ADAPTER_KEY
 from pydantic_ai_opensandbox import CREATE_METADATA_KEY, OpenSandbox, OpenSandboxBackend
 
 pytestmark = pytest.mark.filterwarnings("ignore::opensandbox_core.InsecureSandboxWarning")
+LABELS = {ADAPTER_KEY: "pydantic-ai", CREATE_METADATA_KEY: "true"}  # the project's, and seed 004's
 
 
 def test_create_options_reach_the_core_spec() -> None:
@@ -25,7 +27,7 @@ def test_create_options_reach_the_core_spec() -> None:
     spec = backend.session.spec
     assert spec is not None
     assert list(spec.entrypoint or ()) == ["sleep", "infinity"]
-    assert dict(spec.metadata) == {"team": "a", CREATE_METADATA_KEY: "true"}
+    assert dict(spec.metadata) == {"team": "a", **LABELS}
     assert spec.network_policy is policy
     assert [v.claim_name for v in spec.volumes] == ["shared"]
     assert backend.ref is None  # nothing was created
@@ -71,7 +73,7 @@ def test_a_spec_describes_the_sandbox_on_the_backend_and_the_capability() -> Non
         spec = backend.session.spec
         assert spec is not None and (spec.image, spec.lifetime) == ("python:3.13-slim", 600)
         assert spec.secure_access  # a core option the keywords do not all reach
-        assert dict(spec.metadata) == {"team": "a", CREATE_METADATA_KEY: "true"}
+        assert dict(spec.metadata) == {"team": "a", **LABELS}
     # On attach the spec's lifetime is the sandbox_timeout it renews to.
     ref = WorkspaceRef(provider="opensandbox", id="sb-1")
     attached = OpenSandbox(spec=SPEC).get_workspace(CTX, ref=ref)  # type: ignore[arg-type]

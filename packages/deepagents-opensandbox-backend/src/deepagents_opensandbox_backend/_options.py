@@ -42,6 +42,7 @@ from opensandbox_core import (
 )
 from opensandbox_core import defaults as _defaults
 from opensandbox_core import validation as _validate
+from opensandbox_core.metadata import adapter_labels
 
 __all__ = [
     "DEFAULT_COMMAND_TIMEOUT",
@@ -197,8 +198,10 @@ class SandboxOptions(AttachOptions):
         self.sandbox_spec()  # checks every create option now, before any I/O
 
     def sandbox_spec(self, labels: Mapping[str, str] | None = None) -> SandboxSpec:
-        """The core's `SandboxSpec` these options describe, with the adapter's `labels` added."""
+        """The core's `SandboxSpec` these options describe, with the project's labels for Deep
+        Agents (`opensandbox_core.metadata`) and `labels` (a thread's, the provider's) added."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
+        labels = {**adapter_labels("deepagents"), **(labels or {})}
         return spec_from_keywords(SPEC_FIELDS, values, _DEFAULTS, spec=self.spec, labels=labels)
 
     def create(

@@ -55,6 +55,7 @@ from opensandbox_core import (
 )
 from opensandbox_core import defaults as _defaults
 from opensandbox_core import validation as _validate
+from opensandbox_core.metadata import PROVIDER_KEY, adapter_labels
 
 from ._backend import OpenSandboxBackend
 from ._options import AttachOptions, SandboxOptions
@@ -69,7 +70,7 @@ PROVIDER_NAME = "opensandbox"
 IMAGE_ENV = "OPEN_SANDBOX_IMAGE"
 """Environment variable naming the image of a created sandbox when `image` is not given."""
 
-PROVIDER_METADATA_KEY = "opensandbox-agents.provider"
+PROVIDER_METADATA_KEY = PROVIDER_KEY
 """Label on every sandbox this provider creates (value `deepagents-code`): find or remove the
 ones a process left behind with `opensandbox_core.list_sandboxes(metadata={key: value})`."""
 
@@ -119,7 +120,7 @@ def _split(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
     return options, snapshot.strip() if snapshot is not None else None
 
 
-_LABELS = MappingProxyType({PROVIDER_METADATA_KEY: "deepagents-code"})
+_LABELS = MappingProxyType(adapter_labels("deepagents-code"))  # PROVIDER_METADATA_KEY among them
 
 
 def _create_options(options: dict[str, Any]) -> SandboxOptions:

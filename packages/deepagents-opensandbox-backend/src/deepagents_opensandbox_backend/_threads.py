@@ -54,6 +54,7 @@ from opensandbox_core import (
 from opensandbox_core import (
     validation as _validate,
 )
+from opensandbox_core.metadata import NAMESPACE_KEY, THREAD_KEY
 
 from ._backend import OpenSandboxBackend
 from ._options import ThreadOptions, takes_options
@@ -62,9 +63,9 @@ __all__ = ["NAMESPACE_METADATA_KEY", "THREAD_METADATA_KEY", "ThreadSandboxBacken
 
 logger = logging.getLogger(__name__)
 
-NAMESPACE_METADATA_KEY = "opensandbox-agents.namespace"
+NAMESPACE_METADATA_KEY = NAMESPACE_KEY  # the project's keys: opensandbox_core.metadata
 """Metadata label holding the `namespace` of the `ThreadSandboxBackend` that made the sandbox."""
-THREAD_METADATA_KEY = "opensandbox-agents.thread"
+THREAD_METADATA_KEY = THREAD_KEY
 """Metadata label holding a digest of (namespace, thread id); see `ThreadSandboxBackend.thread_key`."""
 
 _SETTLE_POLL = (0.2, 0.6)  # seconds, random: racers that both yielded do not retry in step
