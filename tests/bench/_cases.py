@@ -716,7 +716,9 @@ async def generations(ctx: Context) -> dict[str, Any]:
     out: dict[str, Any] = {"profiles": list(GENERATIONS), "cases": {}}
     try:
         for profile in GENERATIONS:
-            spec = SandboxSpec(ctx.image, lifetime=3600, env={"OSB_EXECD_PROFILE": profile})
+            spec = SandboxSpec(
+                ctx.image, lifetime=3600, container_env={"OSB_EXECD_PROFILE": profile}
+            )
             session = AsyncSandboxSession(spec)
             sessions[profile] = session
             await session.start()

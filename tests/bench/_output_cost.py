@@ -38,7 +38,7 @@ async def _clients(image: str, profile: str) -> dict[str, Any]:
     from pydantic_ai_opensandbox import OpenSandboxBackend as PydanticBackend
 
     core = AsyncSandboxSession(
-        SandboxSpec(image, lifetime=3600, env={"OSB_EXECD_PROFILE": profile})
+        SandboxSpec(image, lifetime=3600, container_env={"OSB_EXECD_PROFILE": profile})
     )
     await core.start()
     clients: dict[str, Any] = {"core": core}

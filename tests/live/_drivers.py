@@ -41,7 +41,6 @@ class Driver:
     attach_missing: Callable[[], Awaitable[Any]]  # a new client on a sandbox that never existed
     unavailable: type[BaseException]  # what every call raises once the sandbox is gone
     died: tuple[type[BaseException], ...]  # what a command raises when its daemon dies under it
-    env_in_container: bool  # whether create(env=...) reaches the container itself
     extra: dict[str, Callable[[], Awaitable[Any]]] = field(default_factory=dict)
 
 
@@ -101,7 +100,6 @@ async def _core(
             ),
             unavailable=SandboxUnavailableError,
             died=(SandboxUnavailableError, ServerError),
-            env_in_container=False,
             extra={"list_dir": lambda: session.list_dir(".")},
         )
     finally:
@@ -148,7 +146,6 @@ async def _pydantic(
             attach_missing=lambda: other(missing).run(["true"]),
             unavailable=WorkspaceUnavailableError,
             died=(WorkspaceUnavailableError,),
-            env_in_container=False,
             extra={
                 "stat": lambda: backend.stat("a.txt"),
                 "attached list_dir": lambda: other().list_dir("."),
@@ -203,7 +200,6 @@ async def _deep(
             attach_missing=lambda: OpenSandboxBackend.aconnect(MISSING, api_key=api_key),
             unavailable=SandboxUnavailableError,
             died=(SandboxUnavailableError, ServerError),
-            env_in_container=True,
             # The blocking side too (what the execute tool calls), off the event loop.
             extra={"blocking execute": lambda: asyncio.to_thread(backend.execute, "echo hi")},
         )

@@ -7,7 +7,7 @@ Two markers say what a test needs of the sandboxes' execd (see docs/testbed.md):
 - `execd_profiles(*names)`: this run's profile (`--profile`, `OSB_EXECD_PROFILE` in
   `.testbed/env`) must be one of `names`.
 - `testbed_daemon(*names)`: the test's sandboxes ask for a generation with
-  `env={"OSB_EXECD_PROFILE": ...}` (or use another feature of the testbed's own daemon), which
+  `container_env={"OSB_EXECD_PROFILE": ...}` (or use another feature of the testbed's own daemon), which
   only the testbed's own daemon obeys. When the sandboxes run another execd image (the testbed
   writes the image they run as OSB_TESTBED_EXECD_IMAGE), such a test runs only if this run's
   profile, the generation the user named for that image, is one of `names`; else it is skipped

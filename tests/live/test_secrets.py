@@ -115,8 +115,8 @@ async def test_never_leaks(
         assert key not in commands, "the API key reached a command's environment"
         assert key not in init, "the API key reached the container's environment"
         assert value in commands  # the user gave it to every command ...
-        # ... and to the container only where the package's create(env=...) says so.
-        assert (value in init) is driver.env_in_container
+        # ... and `env` means that in every package: never the container's own environment.
+        assert value not in init
         await evidence.expect_error(driver.attach_missing())
         bad = AsyncSandboxSession(
             SandboxSpec(image=sandbox_image), connection=Connection(api_key=wrong_key)

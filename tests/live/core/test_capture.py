@@ -60,7 +60,8 @@ def _outcome(result: CommandResult) -> tuple[int, str, str]:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def sessions(sandbox_image: str) -> AsyncIterator[dict[str, AsyncSandboxSession]]:
     specs = {
-        p: SandboxSpec(image=sandbox_image, env={"OSB_EXECD_PROFILE": p}) for p in ("1.0.19", "1.1")
+        p: SandboxSpec(image=sandbox_image, container_env={"OSB_EXECD_PROFILE": p})
+        for p in ("1.0.19", "1.1")
     }
     opened: dict[str, AsyncSandboxSession] = {}
     try:

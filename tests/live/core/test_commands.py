@@ -21,7 +21,7 @@ from opensandbox_core import (
 def profile_spec(image: str, profile: str) -> SandboxSpec:
     """A spec whose testbed daemon behaves as execd generation `profile` (1.0.19, 1.0.18, 1.1,
     1.0.16), whatever the testbed's default profile."""
-    return SandboxSpec(image=image, env={"OSB_EXECD_PROFILE": profile})
+    return SandboxSpec(image=image, container_env={"OSB_EXECD_PROFILE": profile})
 
 
 # (shell command, exact expected stdout): exact on every supported generation.

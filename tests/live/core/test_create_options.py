@@ -30,7 +30,7 @@ async def test_volume_env_resources_and_metadata_reach_the_sandbox(sandbox_image
         Path(host_dir).chmod(0o777)
         spec = SandboxSpec(
             image=sandbox_image,
-            env={"OSB_OPTION": "passed"},
+            container_env={"OSB_OPTION": "passed"},
             resource={"cpu": "1", "memory": "1Gi"},
             metadata={"purpose": "create-options"},
             volumes=[Volume("data", "/mnt/data", host_path=host_dir)],

@@ -251,7 +251,7 @@ async def test_v1_0_18_file_api_gives_the_same_results(sandbox_image: str) -> No
     symlinks and has no type, missing paths are 500): every core file operation still works."""
     from opensandbox_core._files._filesystem import file_api_cache as _file_api_cache
 
-    spec = SandboxSpec(image=sandbox_image, env={"OSB_EXECD_PROFILE": "1.0.18"})
+    spec = SandboxSpec(image=sandbox_image, container_env={"OSB_EXECD_PROFILE": "1.0.18"})
     async with AsyncSandboxSession(spec) as sb:
         await sb.write_bytes("/tmp/v18/a.txt", b"aa")
         await sb.run(

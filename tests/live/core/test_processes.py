@@ -76,7 +76,7 @@ async def test_background_stop_kills_the_process_group(session: AsyncSandboxSess
 async def test_background_handle_is_usable_at_once(sandbox_image: str, profile: str) -> None:
     """execd registers a background command only after it started (status 404 right after
     `init` on the real v1.0.19); the handle start_background returns works at once."""
-    spec = SandboxSpec(image=sandbox_image, env={"OSB_EXECD_PROFILE": profile})
+    spec = SandboxSpec(image=sandbox_image, container_env={"OSB_EXECD_PROFILE": profile})
     async with AsyncSandboxSession(spec) as sb:
         for _ in range(5):
             proc = await sb.start_background("sleep 5")
@@ -95,7 +95,7 @@ async def test_background_handle_is_usable_at_once(sandbox_image: str, profile: 
 async def test_background_children_die_with_the_main_process(sandbox_image: str) -> None:
     """When a background main process exits, execd kills its process group: `cmd &` and
     `nohup cmd &` children die; `keep_running` starts one that survives."""
-    spec = SandboxSpec(image=sandbox_image, env={"OSB_EXECD_PROFILE": "1.0.19"})
+    spec = SandboxSpec(image=sandbox_image, container_env={"OSB_EXECD_PROFILE": "1.0.19"})
     async with AsyncSandboxSession(spec) as sb:
         plain = await sb.start_background("sleep 300 & echo $! > /tmp/plain.pid")
         nohup = await sb.start_background(
@@ -120,7 +120,7 @@ async def test_background_children_die_with_the_main_process(sandbox_image: str)
 
 @pytest.mark.testbed_daemon("1.0.19", "1.0.18")  # as the real v1.0.19 and v1.0.18 do
 async def test_discard_removes_the_output_file(sandbox_image: str) -> None:
-    spec = SandboxSpec(image=sandbox_image, env={"OSB_EXECD_PROFILE": "1.0.19"})
+    spec = SandboxSpec(image=sandbox_image, container_env={"OSB_EXECD_PROFILE": "1.0.19"})
     async with AsyncSandboxSession(spec) as sb:
         proc = await sb.start_background("echo hello; sleep 300")
         for _ in range(100):

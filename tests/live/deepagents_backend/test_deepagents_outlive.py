@@ -15,7 +15,7 @@ import asyncio
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 
 import httpx
@@ -53,8 +53,10 @@ def sessions(monkeypatch: pytest.MonkeyPatch) -> list[AsyncSandboxSession]:
     built: list[AsyncSandboxSession] = []
     original = OpenSandboxBackend._create_session
 
-    def record(options: SandboxOptions) -> AsyncSandboxSession:
-        session = original(options)
+    def record(
+        options: SandboxOptions, labels: Mapping[str, str] | None = None
+    ) -> AsyncSandboxSession:
+        session = original(options, labels)
         built.append(session)
         return session
 

@@ -15,11 +15,11 @@ import pytest
 from deepagents.backends.protocol import WriteResult
 from deepagents.backends.sandbox import BaseSandbox
 
-from deepagents_opensandbox_backend import OpenSandboxBackend
+from deepagents_opensandbox_backend import DEFAULT_IMAGE, OpenSandboxBackend
 from deepagents_opensandbox_backend._glob import native_glob
 from deepagents_opensandbox_backend._plain import plain_output
 from deepagents_opensandbox_backend._tools import LsSupport, native_edit, native_ls
-from opensandbox_core import run_blocking
+from opensandbox_core import SandboxSpec, run_blocking
 
 ROOT = "/workspace/native-tools"
 MIB = 1024 * 1024
@@ -79,7 +79,9 @@ def tools_backend(
     request: pytest.FixtureRequest, testbed_env: dict[str, str]
 ) -> Iterator[OpenSandboxBackend]:
     """One sandbox per execd generation profile, with a tree of hostile names."""
-    with OpenSandboxBackend.create(env={"OSB_EXECD_PROFILE": request.param}) as backend:
+    profile = {"OSB_EXECD_PROFILE": request.param}  # read by the daemon: the container's env
+    spec = SandboxSpec(image=DEFAULT_IMAGE, container_env=profile)
+    with OpenSandboxBackend.create(spec=spec) as backend:
         done = run_blocking(
             backend.session.run(["bash", "-c", SETUP, "setup", ROOT, *HOSTILE_NAMES])
         )

@@ -26,7 +26,7 @@ BYSTANDER = "sleep 3; echo survived"
 
 @pytest.fixture
 async def session(sandbox_image: str) -> AsyncIterator[AsyncSandboxSession]:
-    spec = SandboxSpec(image=sandbox_image, env={"OSB_EXECD_TAIL_PING": "1"})
+    spec = SandboxSpec(image=sandbox_image, container_env={"OSB_EXECD_TAIL_PING": "1"})
     async with AsyncSandboxSession(spec) as sb:
         yield sb
 

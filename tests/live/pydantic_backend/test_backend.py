@@ -27,7 +27,7 @@ async def test_ancient_execd_raises_unavailable_with_the_fix(
 ) -> None:
     # The testbed daemon drops blank lines like execd v1.0.16 and older when asked to.
     session = AsyncSandboxSession(
-        SandboxSpec(image=sandbox_image, env={"OSB_EXECD_PROFILE": "1.0.16"})
+        SandboxSpec(image=sandbox_image, container_env={"OSB_EXECD_PROFILE": "1.0.16"})
     )
     with pytest.raises(UnsupportedDaemonError):
         await session.start()
@@ -51,7 +51,7 @@ async def test_line_framed_execd_works_with_exact_output(
 ) -> None:
     """Older execd (v1.0.17+, line-framed) works: output is byte-exact, nothing is refused."""
     session = AsyncSandboxSession(
-        SandboxSpec(image=sandbox_image, env={"OSB_EXECD_PROFILE": profile})
+        SandboxSpec(image=sandbox_image, container_env={"OSB_EXECD_PROFILE": profile})
     )
     await session.start()
     assert session.id is not None

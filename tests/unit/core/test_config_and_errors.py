@@ -97,9 +97,9 @@ def test_connection_rejects_bad_timeouts(bad: object) -> None:
         {"image": ""},
         {"image": "img", "entrypoint": "tail -f /dev/null"},
         {"image": "img", "entrypoint": []},
-        {"image": "img", "env": {"A=B": "x"}},
-        {"image": "img", "env": {"A": 1}},
-        {"image": "img", "env": {"A": "x\0y"}},
+        {"image": "img", "container_env": {"A=B": "x"}},
+        {"image": "img", "container_env": {"A": 1}},
+        {"image": "img", "container_env": {"A": "x\0y"}},
         {"image": "img", "lifetime": 0},
         {"image": "img", "lifetime": math.nan},
     ],
@@ -110,7 +110,7 @@ def test_spec_rejects_bad_input(kwargs: dict[str, object]) -> None:
 
 
 def test_spec_env_kept_out_of_repr() -> None:
-    spec = SandboxSpec(image="img", env={"TOKEN": SECRET})
+    spec = SandboxSpec(image="img", container_env={"TOKEN": SECRET})
     assert SECRET not in repr(spec)
 
 

@@ -24,7 +24,9 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.usefixtures("no_network")
 def test_construction_does_no_io() -> None:
     conn = Connection(domain="127.0.0.1:1", api_key=SECRET)
-    session = AsyncSandboxSession(SandboxSpec(image="img", env={"K": SECRET}), connection=conn)
+    session = AsyncSandboxSession(
+        SandboxSpec(image="img", container_env={"K": SECRET}), connection=conn
+    )
     assert session.id is None
     assert not session.owned
     attached = AsyncSandboxSession.attach("sandbox-123", connection=conn)

@@ -152,7 +152,7 @@ def test_the_spec_uses_the_same_checks_and_defaults() -> None:
     assert spec.lifetime == defaults.LIFETIME == 1800.0
     assert spec.ready_timeout == defaults.READY_TIMEOUT
     with pytest.raises(ArgumentTypeError):
-        SandboxSpec(image="img", env={"A": 1})  # type: ignore[dict-item]
+        SandboxSpec(image="img", container_env={"A": 1})  # type: ignore[dict-item]
 
 
 def test_defaults_are_the_documented_values() -> None:

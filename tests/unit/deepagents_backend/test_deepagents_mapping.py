@@ -1,4 +1,4 @@
-"""Offline rules of the Deep Agents backend: tables, entrypoints, timeouts, no I/O, no secrets."""
+"""Offline rules of the Deep Agents backend: tables, timeouts, no I/O, no secrets."""
 
 from __future__ import annotations
 
@@ -18,10 +18,7 @@ from deepagents_opensandbox_backend import InsecureSandboxWarning, OpenSandboxBa
 from deepagents_opensandbox_backend._mapping import (
     TRANSFER_ERRORS,
     check_transfer_path,
-    default_entrypoint,
-    entrypoint_argv,
     execute_timeout,
-    split_image,
     transfer_error,
 )
 from opensandbox_core import (
@@ -172,61 +169,6 @@ def test_paths_refused_before_sending(path: object) -> None:
 @pytest.mark.parametrize("path", ["/a", "/tmp/with space/é ' \" \n.txt", "/a/../b"])
 def test_absolute_paths_are_sent(path: str) -> None:
     assert check_transfer_path(path) is None
-
-
-# -- images and entrypoints --------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("image", "expected"),
-    [
-        ("opensandbox/code-interpreter:v1.0.1", ["/opt/opensandbox/code-interpreter.sh"]),
-        ("opensandbox/code-interpreter:v1.0.2", ["/opt/opensandbox/code-interpreter.sh"]),
-        ("opensandbox/code-interpreter:v1.1.0", ["/opt/code-interpreter/code-interpreter.sh"]),
-        (
-            "docker.io/opensandbox/code-interpreter:v1.1.0",
-            ["/opt/code-interpreter/code-interpreter.sh"],
-        ),
-        (
-            "localhost:5000/opensandbox/code-interpreter:v1.0.2",
-            ["/opt/opensandbox/code-interpreter.sh"],
-        ),
-        ("python:3.13-slim", None),
-        ("ubuntu", None),
-        ("localhost:5000/python:3.13", None),
-        ("myorg/code-interpreter:v1.1.0", None),
-    ],
-)
-def test_entrypoint_follows_the_tag(image: str, expected: list[str] | None) -> None:
-    assert default_entrypoint(image) == expected
-
-
-@pytest.mark.parametrize(
-    "image",
-    [
-        "opensandbox/code-interpreter:latest",
-        "opensandbox/code-interpreter",
-        "opensandbox/code-interpreter@sha256:" + "a" * 64,
-    ],
-)
-def test_unknown_code_interpreter_tags_probe_for_the_script(image: str) -> None:
-    argv = default_entrypoint(image)
-    assert argv is not None and argv[:2] == ["/bin/sh", "-c"]
-    assert "/opt/code-interpreter/code-interpreter.sh" in argv[2]
-    assert "/opt/opensandbox/code-interpreter.sh" in argv[2]
-
-
-def test_split_image() -> None:
-    assert split_image("registry.example.com/a/b:1") == ("a/b", "1")
-    assert split_image("a/b@sha256:ff") == ("a/b", None)
-
-
-def test_entrypoint_override() -> None:
-    image = "opensandbox/code-interpreter:v1.1.0"
-    assert entrypoint_argv("/opt/custom.sh --flag", image) == ["/opt/custom.sh", "--flag"]
-    assert entrypoint_argv(["tail", "-f", "/dev/null"], image) == ["tail", "-f", "/dev/null"]
-    with pytest.raises(ValueError, match="empty"):
-        entrypoint_argv("  ", image)
 
 
 # -- time values -------------------------------------------------------------------------------

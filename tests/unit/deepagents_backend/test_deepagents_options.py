@@ -14,8 +14,9 @@ import pytest
 from deepagents_opensandbox_backend import DEFAULT_IMAGE, OpenSandboxBackend, ThreadSandboxBackend
 from deepagents_opensandbox_backend._mapping import combined_output
 from deepagents_opensandbox_backend._options import AttachOptions, SandboxOptions, ThreadOptions
-from opensandbox_core import ConfigurationError, EgressRule, NetworkPolicy, Volume
+from opensandbox_core import ConfigurationError, EgressRule, NetworkPolicy, SandboxSpec, Volume
 from opensandbox_core._files._upload import upload_directory
+from opensandbox_core.metadata import ADAPTER_KEY
 
 pytestmark = pytest.mark.filterwarnings("ignore::opensandbox_core.InsecureSandboxWarning")
 
@@ -86,14 +87,24 @@ def test_options_build_the_core_spec_and_hide_secrets() -> None:
         volumes=[Volume("data", "/mnt/data", claim_name="shared")],
         timeout=0,
     )
-    spec = options.spec({"extra": "b"})
-    assert dict(spec.metadata) == {"team": "a", "extra": "b"}
+    spec = options.sandbox_spec({"extra": "b"})
+    assert dict(spec.metadata) == {"team": "a", "extra": "b", ADAPTER_KEY: "deepagents"}
     assert spec.lifetime is None  # 0 is the seed's "no limit"
-    assert spec.entrypoint is None  # not a code-interpreter image: the image's own
+    assert spec.entrypoint is None  # the image's own, picked by the core at create
     assert [v.name for v in spec.volumes] == ["data"]
+    assert spec.container_env == {}  # env is every command's, not the container's
     assert "sk-hidden-key" not in repr(options) and "hidden-token" not in repr(options)
     session = options.create()
     assert session.id is None and session.spec is not None  # built, nothing sent
+    assert session.env == {"TOKEN": "hidden-token"}
+
+
+def test_a_string_entrypoint_is_split_like_a_shell_would() -> None:
+    options = SandboxOptions(entrypoint="/opt/custom.sh --flag 'a b'")
+    assert list(options.sandbox_spec().entrypoint or ()) == ["/opt/custom.sh", "--flag", "a b"]
+    assert SandboxOptions(entrypoint=["tail", "-f"]).sandbox_spec().entrypoint == ["tail", "-f"]
+    with pytest.raises(ValueError, match="empty"):
+        SandboxOptions(entrypoint="  ")
 
 
 @pytest.mark.parametrize(
@@ -143,3 +154,18 @@ def test_upload_rules_offline(tmp_path: Path) -> None:
         "node_modules/": "excluded",
     }
     assert "/r/nested" in writer.dirs  # left empty by the skip: still created
+
+
+def test_a_spec_describes_the_sandbox_instead_of_the_keywords() -> None:
+    given = SandboxSpec(image="python:3.13-slim", lifetime=None, secure_access=True)
+    options = SandboxOptions(spec=given, env={"A": "1"}, timeout=0)  # 0 and None agree
+    session = options.create({"label": "x"})
+    assert session.spec is not None and session.spec.secure_access
+    assert (session.spec.image, session.spec.lifetime) == ("python:3.13-slim", None)
+    assert dict(session.spec.metadata) == {ADAPTER_KEY: "deepagents", "label": "x"}
+    assert session.env == {"A": "1"}
+    # A keyword that describes the sandbox differently is refused before any I/O.
+    with pytest.raises(ValueError, match=r"spec= and timeout= \(the spec's lifetime\)"):
+        OpenSandboxBackend.create(spec=given, timeout=60, domain="127.0.0.1:9")
+    with pytest.raises(ValueError, match=r"spec= and image= \(the spec's image\)"):
+        ThreadSandboxBackend(spec=given, image="debian:12")

@@ -237,9 +237,9 @@ def test_timeout_is_a_positive_finite_number_or_refused(package: str, value: Any
 
 
 def _deep_env(env: Any) -> Any:
-    """The Deep Agents backend checks its create options (env among them) when they are built,
-    before any I/O; its env is the container's (`SandboxSpec.env`)."""
-    return SandboxOptions(image="x", env=env).spec().env
+    """The Deep Agents backend checks its options (env among them) when they are built, before
+    any I/O; its env is every command's, as everywhere (the session's `env`)."""
+    return SandboxOptions(image="x", env=env).create(connection=Connection(api_key="k")).env
 
 
 ENV_CHECKS: dict[str, Callable[[Any], Any]] = {

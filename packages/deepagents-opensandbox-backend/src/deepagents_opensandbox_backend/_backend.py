@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Self, Unpack
 
@@ -111,8 +112,10 @@ class OpenSandboxBackend(NativeFiles):
 
     # -- construction -----------------------------------------------------------------------
     @staticmethod
-    def _create_session(options: SandboxOptions) -> AsyncSandboxSession:
-        return options.create()
+    def _create_session(
+        options: SandboxOptions, labels: Mapping[str, str] | None = None
+    ) -> AsyncSandboxSession:
+        return options.create(labels)
 
     @staticmethod
     def _attach_session(sandbox_id: str, **options: Any) -> AsyncSandboxSession:
@@ -125,11 +128,18 @@ class OpenSandboxBackend(NativeFiles):
 
         The arguments, all keyword-only, are `SandboxOptions`' fields (see its docstring):
         `domain`, `image`, `entrypoint`, `api_key`, `use_server_proxy`, `timeout` (idle
-        lifetime, 30 minutes), `env`, `resource`, `allow_internet_access`, `network_policy`,
-        `volumes`, `metadata`, `command_timeout`, `working_dir`, `ready_timeout`,
-        `stderr_prefix`. A failed create leaves no sandbox behind; so does Ctrl-C.
+        lifetime, 30 minutes), `spec` (an `opensandbox_core.SandboxSpec` instead of the
+        keywords that describe the sandbox), `env`, `resource`, `allow_internet_access`,
+        `network_policy`, `volumes`, `metadata`, `command_timeout`, `working_dir`,
+        `ready_timeout`, `stderr_prefix`. A failed create leaves no sandbox behind; so does Ctrl-C.
         """
-        backend = cls(cls._create_session(options), stderr_prefix=options.stderr_prefix)
+        return cls._created(options)
+
+    @classmethod
+    def _created(
+        cls, options: SandboxOptions, labels: Mapping[str, str] | None = None
+    ) -> OpenSandboxBackend:
+        backend = cls(cls._create_session(options, labels), stderr_prefix=options.stderr_prefix)
         backend._creator.start_blocking()
         return backend
 
@@ -137,7 +147,13 @@ class OpenSandboxBackend(NativeFiles):
     @takes_options(SandboxOptions)
     async def acreate(cls, options: SandboxOptions) -> OpenSandboxBackend:
         """`create()` for async code: same arguments, runs on the caller's event loop."""
-        backend = cls(cls._create_session(options), stderr_prefix=options.stderr_prefix)
+        return await cls._acreated(options)
+
+    @classmethod
+    async def _acreated(
+        cls, options: SandboxOptions, labels: Mapping[str, str] | None = None
+    ) -> OpenSandboxBackend:
+        backend = cls(cls._create_session(options, labels), stderr_prefix=options.stderr_prefix)
         await backend._start_owned()
         return backend
 
@@ -153,7 +169,8 @@ class OpenSandboxBackend(NativeFiles):
         never deleted by this backend unless `kill(force=True)` is called. The keyword arguments
         are `AttachOptions`' fields: `domain`, `api_key`, `use_server_proxy`, `timeout` (when
         given, renews the sandbox's idle lifetime to that value on each operation; `None`
-        leaves the lifetime its creator set), `command_timeout`, `working_dir`, `stderr_prefix`.
+        leaves the lifetime its creator set), `command_timeout`, `working_dir`, `env`,
+        `stderr_prefix`.
         """
         backend = cls(options.attach(sandbox_id), stderr_prefix=options.stderr_prefix)
         backend._run(backend._session.start())

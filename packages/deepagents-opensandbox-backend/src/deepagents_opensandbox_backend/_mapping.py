@@ -1,4 +1,4 @@
-"""The translation tables between opensandbox-core and Deep Agents, and the image rules.
+"""The translation tables between opensandbox-core and Deep Agents.
 
 Everything here is pure (no I/O), so the unit tests cover it without a server.
 
@@ -10,8 +10,7 @@ on 2026-11-29.
 from __future__ import annotations
 
 import errno
-import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
@@ -23,16 +22,14 @@ from deepagents.backends.protocol import (
     FileOperationError,
 )
 
-from opensandbox_core import ConfigurationError, TransferResult
+from opensandbox_core import TransferResult
 from opensandbox_core import validation as _validate
 
 __all__ = [
-    "CODE_INTERPRETER_ENTRYPOINTS",
     "SCRIPT_ERRORS",
     "TRANSFER_ERRORS",
     "check_transfer_path",
     "combined_output",
-    "default_entrypoint",
     "execute_timeout",
     "transfer_error",
 ]
@@ -152,64 +149,3 @@ def combined_output(stdout: str, stderr: str, stderr_prefix: str | None) -> str:
     tail = lines.pop() if lines[-1] == "" else None  # stderr ended with a line break
     marked = "\n".join(stderr_prefix + line for line in lines)
     return head + marked + ("\n" if tail is not None else "")
-
-
-# -- images ----------------------------------------------------------------------------------
-
-CODE_INTERPRETER_REPOSITORY: Final = "opensandbox/code-interpreter"
-
-CODE_INTERPRETER_ENTRYPOINTS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
-    {
-        # The entrypoint script moved between releases of the code-interpreter image.
-        "v1.0.1": ("/opt/opensandbox/code-interpreter.sh",),
-        "v1.0.2": ("/opt/opensandbox/code-interpreter.sh",),
-        "v1.1.0": ("/opt/code-interpreter/code-interpreter.sh",),
-    }
-)
-
-_PROBING_ENTRYPOINT: Final[tuple[str, ...]] = (
-    "/bin/sh",
-    "-c",
-    "for s in /opt/code-interpreter/code-interpreter.sh /opt/opensandbox/code-interpreter.sh; "
-    'do if [ -x "$s" ]; then exec "$s"; fi; done; exec tail -f /dev/null',
-)
-"""For code-interpreter tags not in the table: run whichever script the image has."""
-
-
-def split_image(image: str) -> tuple[str, str | None]:
-    """(repository without registry host, tag) of an image reference; a digest counts as no tag."""
-    name = image.split("@", 1)[0]
-    head, _, last = name.rpartition("/")
-    tag: str | None = None
-    if ":" in last:
-        last, tag = last.split(":", 1)
-    parts = [*head.split("/"), last] if head else [last]
-    # Drop a registry host ("docker.io", "localhost:5000", "registry.example.com").
-    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
-        parts = parts[1:]
-    return "/".join(parts), tag
-
-
-def default_entrypoint(image: str) -> list[str] | None:
-    """The container command that fits `image`, or None for the image's own (SDK default).
-
-    Code-interpreter images need their entrypoint script, whose path depends on the tag;
-    other images keep the default (`tail -f /dev/null`).
-    """
-    repository, tag = split_image(image)
-    if repository != CODE_INTERPRETER_REPOSITORY:
-        return None
-    known = CODE_INTERPRETER_ENTRYPOINTS.get(tag or "")
-    return list(known if known is not None else _PROBING_ENTRYPOINT)
-
-
-def entrypoint_argv(entrypoint: str | Sequence[str] | None, image: str) -> list[str] | None:
-    """The entrypoint given by the user (a string is split like a shell would), else the default."""
-    if entrypoint is None:
-        return default_entrypoint(image)
-    if isinstance(entrypoint, str):
-        argv = shlex.split(entrypoint)
-        if not argv:
-            raise ConfigurationError("entrypoint must not be empty; pass None for the default.")
-        return argv
-    return list(entrypoint)

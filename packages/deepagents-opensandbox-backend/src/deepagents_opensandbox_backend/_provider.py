@@ -39,6 +39,7 @@ import os
 import threading
 from collections.abc import Mapping
 from dataclasses import fields
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from opensandbox_core import (
@@ -54,6 +55,7 @@ from opensandbox_core import (
 )
 from opensandbox_core import defaults as _defaults
 from opensandbox_core import validation as _validate
+from opensandbox_core.metadata import PROVIDER_KEY, adapter_labels
 
 from ._backend import OpenSandboxBackend
 from ._options import AttachOptions, SandboxOptions
@@ -68,7 +70,7 @@ PROVIDER_NAME = "opensandbox"
 IMAGE_ENV = "OPEN_SANDBOX_IMAGE"
 """Environment variable naming the image of a created sandbox when `image` is not given."""
 
-PROVIDER_METADATA_KEY = "opensandbox-agents.provider"
+PROVIDER_METADATA_KEY = PROVIDER_KEY
 """Label on every sandbox this provider creates (value `deepagents-code`): find or remove the
 ones a process left behind with `opensandbox_core.list_sandboxes(metadata={key: value})`."""
 
@@ -118,15 +120,12 @@ def _split(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
     return options, snapshot.strip() if snapshot is not None else None
 
 
+_LABELS = MappingProxyType(adapter_labels("deepagents-code"))  # PROVIDER_METADATA_KEY among them
+
+
 def _create_options(options: dict[str, Any]) -> SandboxOptions:
     if "image" not in options and os.environ.get(IMAGE_ENV, "").strip():
         options = {**options, "image": os.environ[IMAGE_ENV].strip()}
-    labels = options.get("metadata") or {}
-    if not isinstance(labels, Mapping):
-        raise _validate.ArgumentTypeError(
-            f"metadata must be a mapping of strings, got {type(labels).__name__}."
-        )
-    options = {**options, "metadata": {PROVIDER_METADATA_KEY: "deepagents-code", **labels}}
     return SandboxOptions(**options)
 
 
@@ -211,7 +210,7 @@ class OpenSandboxProvider(_ProviderBase):
                 _raise_not_found(exc)
         create = _create_options(options)
         if snapshot is None:
-            backend = OpenSandboxBackend.create(**_options_of(create))
+            backend = OpenSandboxBackend._created(create, _LABELS)
         else:
             backend = run_blocking(self._restore(snapshot, create))
         return self._own(backend)
@@ -229,7 +228,7 @@ class OpenSandboxProvider(_ProviderBase):
                 _raise_not_found(exc)
         create = _create_options(options)
         if snapshot is None:
-            backend = await OpenSandboxBackend.acreate(**_options_of(create))
+            backend = await OpenSandboxBackend._acreated(create, _LABELS)
         else:
             backend = await self._restore(snapshot, create)
         return self._own(backend)
@@ -247,15 +246,15 @@ class OpenSandboxProvider(_ProviderBase):
     async def _restore(snapshot: str, options: SandboxOptions) -> OpenSandboxBackend:
         connection = options.connection()
         snapshot_id = await _find_snapshot(snapshot, connection)
+        spec = options.sandbox_spec(_LABELS)
         session = await restore_snapshot(
             snapshot_id,
             connection=connection,
-            metadata=options.metadata,
-            lifetime=_validate.idle_lifetime(options.timeout),
-            resource=options.resource,
-            ready_timeout=options.ready_timeout,
-            working_dir=options.working_dir,
-            default_timeout=_validate.idle_lifetime(options.command_timeout, "command_timeout"),
+            metadata=spec.metadata,
+            lifetime=spec.lifetime,
+            resource=spec.resource,
+            ready_timeout=spec.ready_timeout,
+            **options.session_options(),
         )
         return OpenSandboxBackend(session, stderr_prefix=options.stderr_prefix)
 
@@ -311,8 +310,3 @@ class OpenSandboxProvider(_ProviderBase):
         with self._lock:
             created = sorted(self._created)
         return f"{type(self).__name__}(created={created!r})"
-
-
-def _options_of(options: SandboxOptions) -> dict[str, Any]:
-    """The keyword arguments of `OpenSandboxBackend.create()` that build `options` again."""
-    return {f.name: getattr(options, f.name) for f in fields(SandboxOptions)}

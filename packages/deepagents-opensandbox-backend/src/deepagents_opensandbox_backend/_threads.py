@@ -54,6 +54,7 @@ from opensandbox_core import (
 from opensandbox_core import (
     validation as _validate,
 )
+from opensandbox_core.metadata import NAMESPACE_KEY, THREAD_KEY
 
 from ._backend import OpenSandboxBackend
 from ._options import ThreadOptions, takes_options
@@ -62,9 +63,9 @@ __all__ = ["NAMESPACE_METADATA_KEY", "THREAD_METADATA_KEY", "ThreadSandboxBacken
 
 logger = logging.getLogger(__name__)
 
-NAMESPACE_METADATA_KEY = "opensandbox-agents.namespace"
+NAMESPACE_METADATA_KEY = NAMESPACE_KEY  # the project's keys: opensandbox_core.metadata
 """Metadata label holding the `namespace` of the `ThreadSandboxBackend` that made the sandbox."""
-THREAD_METADATA_KEY = "opensandbox-agents.thread"
+THREAD_METADATA_KEY = THREAD_KEY
 """Metadata label holding a digest of (namespace, thread id); see `ThreadSandboxBackend.thread_key`."""
 
 _SETTLE_POLL = (0.2, 0.6)  # seconds, random: racers that both yielded do not retry in step
@@ -111,7 +112,7 @@ class ThreadSandboxBackend(BaseSandbox):
         self._attach_options = options.attach_options()
         self._connection = options.connection()
         # Read by subclasses (`TimeTravelSandboxBackend`) to shape the sandboxes they make.
-        self._lifetime = self._options.spec().lifetime
+        self._lifetime = self._options.sandbox_spec().lifetime
         self._working_dir = options.working_dir
         self._command_timeout = _validate.idle_lifetime(options.command_timeout, "command_timeout")
         self._settle_timeout = float(options.settle_timeout)

@@ -52,6 +52,7 @@ from opensandbox_core import (
 )
 from opensandbox_core import delete_snapshot as _delete_snapshot
 from opensandbox_core import list_snapshots as _list_snapshots
+from opensandbox_core.metadata import FORK_OF_KEY, adapter_labels
 
 from ._backend import OpenSandboxBackend
 from ._threads import NAMESPACE_METADATA_KEY, THREAD_METADATA_KEY, ThreadSandboxBackend
@@ -67,7 +68,7 @@ logger = logging.getLogger(__name__)
 
 SANDBOX_FILES_KEY = "sandbox_files"
 """The state key holding the `SandboxFiles` record of the checkpoint's files."""
-FORK_OF_METADATA_KEY = "opensandbox-agents.fork-of"
+FORK_OF_METADATA_KEY = FORK_OF_KEY
 """Metadata label of a sandbox restored for a fork: the thread key of the thread it belongs to."""
 MARKER_PATH = "/var/tmp/.opensandbox-agents-files-version"  # noqa: S108 - inside the sandbox
 CHANGING_TOOLS = frozenset({"write_file", "edit_file", "execute", "task"})
@@ -233,6 +234,7 @@ class TimeTravelSandboxBackend(ThreadSandboxBackend):
             record["snapshot_id"],
             connection=self._connection,
             metadata={
+                **adapter_labels("deepagents"),
                 NAMESPACE_METADATA_KEY: self.namespace,
                 THREAD_METADATA_KEY: fork_key,
                 FORK_OF_METADATA_KEY: thread_key,

@@ -37,6 +37,8 @@ from ._fleet._snapshots import (
     restore_snapshot,
     snapshot_sandbox,
 )
+from ._images import default_entrypoint
+from ._keywords import SpecField, spec_from_keywords
 from ._lifecycle._guard import CANCEL_CLEANUP_WAIT, CreateGuard, discard_sandbox, run_to_completion
 from ._session import DEFAULT, LIBRARY_KEY, OWNER_KEY, AsyncSandboxSession, OutputCallback
 from ._sync import BlockingBackgroundProcess, SandboxSession, run_blocking
@@ -79,12 +81,14 @@ __all__ = [
     "ServerError",
     "SnapshotRef",
     "SnapshotsUnsupportedError",
+    "SpecField",
     "TransferResult",
     "UnsupportedDaemonError",
     "UploadOptions",
     "Volume",
     "__version__",
     "decode_output",
+    "default_entrypoint",
     "delete_snapshot",
     "destroy_sandbox",
     "discard_sandbox",
@@ -96,5 +100,6 @@ __all__ = [
     "run_blocking",
     "run_to_completion",
     "snapshot_sandbox",
+    "spec_from_keywords",
     "upload_directory",
 ]

@@ -173,11 +173,17 @@ _RESOURCE_KEYS = frozenset({"cpu", "memory", "gpu", "ephemeral-storage", "storag
 
 @dataclass(frozen=True)
 class SandboxSpec:
-    """The description of a new sandbox. Ignored when attaching to an existing one.
+    """The description of a new sandbox, the one type every package of this project builds a
+    sandbox from (the adapters' keywords map onto it, `docs/core.md#one-description-of-a-sandbox`).
+    Ignored when attaching to an existing one.
 
     - `image`: container image, e.g. `"python:3.13-slim"`.
-    - `entrypoint`: the container's command (default: the SDK's `tail -f /dev/null`).
-    - `env`: environment of the container (also seen by every command). Kept out of `repr()`.
+    - `entrypoint`: the container's command; `None` gives the image's default
+      (`opensandbox_core.default_entrypoint`: the entrypoint script of the
+      `opensandbox/code-interpreter` images, else `tail -f /dev/null`).
+    - `container_env`: the container's own environment, fixed at create: its entrypoint and
+      every process in it see it, whichever client runs them. Kept out of `repr()`. (Variables
+      every command of one client gets are that client's `env`, e.g. `AsyncSandboxSession(env=)`.)
     - `resource`: limits such as `{"cpu": "1", "memory": "2Gi"}`.
     - `allow_internet_access`: `False` asks the server for a deny-all egress policy.
     - `secure_access`: ask for Secure Access (Kubernetes with the ingress gateway only).
@@ -193,7 +199,7 @@ class SandboxSpec:
 
     image: str
     entrypoint: Sequence[str] | None = None
-    env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    container_env: Mapping[str, str] = field(default_factory=dict, repr=False)
     resource: Mapping[str, str] | None = None
     allow_internet_access: bool = True
     secure_access: bool = False
@@ -207,7 +213,7 @@ class SandboxSpec:
     def __post_init__(self) -> None:
         _validate.image(self.image)
         _validate.entrypoint(self.entrypoint)
-        _validate.env(self.env, what="env")
+        _validate.env(self.container_env, what="container_env")
         _validate.env(self.metadata, what="metadata")
         if self.resource is not None:
             _validate.env(self.resource, what="resource")

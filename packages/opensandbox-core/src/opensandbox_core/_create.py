@@ -13,13 +13,13 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import _validate
+from ._images import default_entrypoint
 
 if TYPE_CHECKING:
     from ._config import SandboxSpec
 
 __all__ = ["EgressRule", "NetworkPolicy", "Volume", "check_create_options", "create_arguments"]
 
-_DEFAULT_ENTRYPOINT = ("tail", "-f", "/dev/null")
 _DEFAULT_RESOURCE = {"cpu": "1", "memory": "2Gi"}
 
 
@@ -130,8 +130,8 @@ def create_arguments(spec: SandboxSpec, metadata: Mapping[str, str]) -> dict[str
         policy = NetworkPolicy(default_action="deny").to_sdk()
     return {
         "spec": SandboxImageSpec(image=spec.image),
-        "entrypoint": list(spec.entrypoint or _DEFAULT_ENTRYPOINT),
-        "env": dict(spec.env),
+        "entrypoint": list(spec.entrypoint or default_entrypoint(spec.image)),
+        "env": dict(spec.container_env),
         "metadata": dict(metadata),
         "timeout": timedelta(seconds=spec.lifetime) if spec.lifetime else None,
         "resource": dict(spec.resource or _DEFAULT_RESOURCE),

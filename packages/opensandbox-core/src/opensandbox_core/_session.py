@@ -48,7 +48,7 @@ from ._files._transfers import Transfers
 from ._files._upload import DirectoryUpload, UploadOptions, upload_directory
 from ._lifecycle._guard import CreateGuard
 from ._lifecycle._sandbox import SandboxLifecycle
-from ._lifecycle._startup import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY
+from ._metadata import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY
 from ._session_info import SessionInfo
 from ._types import CommandResult, FileInfo, TransferResult, WriteData
 

@@ -5,20 +5,17 @@ HTTP clients, commands through execd with their output rebuilt from its framing,
 API, argument checks (`opensandbox_core.validation`) and defaults (`defaults`). This module only
 translates: types here, errors in `_translate.py` (one table).
 
-Verified on 2026-11-29 with pydantic-ai-slim 2.62.0 (its `WorkspaceBackendSuite`, all optional
-fixtures given), pydantic-ai-harness 0.62.0, opensandbox-server 1.1.1 and the SDK 1.1.1 (Docker):
-a create records the sandbox id as soon as the server answers, and concurrent first operations
-share one sandbox; a sandbox killed mid-command or before an attach raises
-`WorkspaceUnavailableError`; a deleted working directory raises `WorkspaceError`; an 8 MiB file
-moves in a few native requests; `get_sandbox()` reaches the same sandbox.
-
-On 2026-12-01: pause/resume, `upload_dir` and the create options (`entrypoint`, `metadata`,
-`volumes`, `network_policy`) verified live (`tests/live/pydantic_backend/test_pydantic_peer_features.py`).
+Verified on 2026-11-29 with pydantic-ai-slim 2.62.0 (`WorkspaceBackendSuite`, every optional
+fixture), opensandbox-server 1.1.1 and the SDK 1.1.1: the id is kept as soon as the server answers,
+racing first operations share one sandbox, a killed sandbox raises `WorkspaceUnavailableError`, a
+deleted working directory `WorkspaceError`. On 2026-12-01: pause/resume, `upload_dir` and the create
+options live (`tests/live/pydantic_backend/test_pydantic_peer_features.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import posixpath
@@ -44,6 +41,7 @@ from opensandbox_core import (
     SandboxSpec,
     UploadOptions,
     Volume,
+    spec_from_keywords,
     upload_directory,
 )
 from opensandbox_core import (
@@ -52,10 +50,12 @@ from opensandbox_core import (
 from opensandbox_core import (
     validation as _validate,
 )
+from opensandbox_core.metadata import PYDANTIC_AI_CREATE_KEY, adapter_labels
 
 from ._lifecycle import SessionLifecycle
 from ._translate import (
     PROVIDER,
+    SPEC_FIELDS,
     check_ref,
     core_connection,
     file_entry,
@@ -71,9 +71,9 @@ __all__ = ["CREATE_METADATA_KEY", "PROVIDER", "OpenSandboxBackend"]
 
 logger = logging.getLogger(__name__)
 
-CREATE_METADATA_KEY: Final = "pydantic-ai-create"
-"""Metadata entry on every sandbox this package creates, to find ones left without a stored ref."""
-_CREATE_METADATA: Final = {CREATE_METADATA_KEY: "true"}
+CREATE_METADATA_KEY: Final = PYDANTIC_AI_CREATE_KEY
+"""Seed 004's entry (`true`) on every sandbox this package creates, besides the project's labels."""
+_CREATE_METADATA: Final = adapter_labels("pydantic-ai")  # CREATE_METADATA_KEY among them
 DEFAULT_WORKING_DIR: Final = _defaults.WORKING_DIR
 DEFAULT_SANDBOX_TIMEOUT: Final = int(_defaults.LIFETIME)
 """Default `sandbox_timeout`: 30 minutes of disuse, the idle lifetime every package here uses."""
@@ -96,27 +96,20 @@ class OpenSandboxBackend(
     OpenSandbox SDK runs on asyncio only, so under Trio every operation raises `UserError`.
 
     Args:
-        image: The image for a new sandbox, such as `'python:3.13-slim'`. Pass it or `ref`.
+        image: The image for a new sandbox, such as `'python:3.13-slim'`. Pass it (or `spec`) or `ref`.
         ref: `WorkspaceRef(provider='opensandbox', id=<sandbox id>)` to attach to instead.
         connection: The SDK's `opensandbox.config.ConnectionConfig`, used as given (a transport in
             it stays yours to close). `None` reads `OPEN_SANDBOX_DOMAIN` and `OPEN_SANDBOX_API_KEY`.
         working_dir: Absolute directory commands start in and relative paths resolve against,
             created on first use if missing; `None` uses the image's own.
         env: Variables every command gets; a command's `env` goes on top. Kept out of `repr()`.
-        resource: Limits for a new sandbox, such as `{'cpu': '500m', 'memory': '1Gi'}`; `None`
-            keeps one CPU and 2 GiB.
-        allow_internet_access: `False` asks the server for deny-all egress on a new sandbox.
-        secure_access: Ask the server to turn on Secure Access for a new sandbox (Kubernetes with
-            the ingress gateway only; Docker rejects it).
         sandbox_timeout: Seconds the sandbox may go unused before the server deletes it (default
             1800, 30 minutes); every operation renews it and a running command keeps renewing it,
             on an attached sandbox too. `None` keeps it until destroyed.
-        entrypoint: The container command of a new sandbox (argv); `None` keeps the SDK's
-            `tail -f /dev/null`.
-        metadata: Labels for a new sandbox (find it with `opensandbox_core.list_sandboxes`).
-        volumes: `opensandbox_core.Volume`s to mount in a new sandbox.
-        network_policy: An `opensandbox_core.NetworkPolicy` (egress rules) for a new sandbox;
-            not with `allow_internet_access=False`.
+        resource, allow_internet_access, secure_access, entrypoint, metadata, volumes,
+            network_policy: A new sandbox's, as `OpenSandbox`'s fields of those names say.
+        spec: An `opensandbox_core.SandboxSpec` describing a new sandbox instead of the keywords
+            that map to it (`SPEC_FIELDS`); one given with it must agree with it.
     """
 
     def __init__(
@@ -130,34 +123,28 @@ class OpenSandboxBackend(
         resource: Mapping[str, str] | None = None,
         allow_internet_access: bool = True,
         secure_access: bool = False,
-        sandbox_timeout: int | None = DEFAULT_SANDBOX_TIMEOUT,
+        sandbox_timeout: float | None = DEFAULT_SANDBOX_TIMEOUT,
         entrypoint: Sequence[str] | None = None,
         metadata: Mapping[str, str] | None = None,
         volumes: Sequence[Volume] = (),
         network_policy: NetworkPolicy | None = None,
+        spec: SandboxSpec | None = None,
     ) -> None:
-        _validate.one_of(image, ref, create_name="image= to create a sandbox", attach_name="ref=")
+        create = spec if spec is not None else image
+        _validate.one_of(
+            create, ref, create_name="image= (or spec=) to create a sandbox", attach_name="ref="
+        )
         if ref is not None:
             check_ref(ref)
-        self._image = image
+        else:
+            given = {k: v for k, v in locals().items() if k in SPEC_FIELDS}  # as called
+            spec = spec_from_keywords(
+                SPEC_FIELDS, given, _DEFAULTS, spec=spec, labels=_CREATE_METADATA
+            )
+        self._image = spec.image if spec is not None else None
         self._given_ref = ref
         self._created_ref: WorkspaceRef | None = None
         self._connection_config = connection
-        spec = (
-            SandboxSpec(
-                image=image,
-                entrypoint=entrypoint,
-                resource=resource,
-                allow_internet_access=allow_internet_access,
-                secure_access=secure_access,
-                lifetime=sandbox_timeout,
-                metadata={**(metadata or {}), **_CREATE_METADATA},
-                volumes=volumes,
-                network_policy=network_policy,
-            )
-            if image is not None
-            else None
-        )
         self._session = AsyncSandboxSession(
             spec,
             sandbox_id=ref.id if ref is not None else None,
@@ -303,3 +290,9 @@ class OpenSandboxBackend(
         and what was skipped (`opensandbox_core.DirectoryUpload`)."""
         async with self._operation():
             return await upload_directory(self._session, local_dir, remote_dir, **options)
+
+
+_DEFAULTS: Final = {
+    name: p.default for name, p in inspect.signature(OpenSandboxBackend.__init__).parameters.items()
+}
+"""Each keyword's default: a keyword left at it never disagrees with `spec=`."""

@@ -15,20 +15,21 @@ is the place: pydantic-ai calls `on_run_error` only for failures of the run body
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from pydantic_ai.capabilities import AbstractCapability, WrapRunHandler
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.tools import AgentDepsT, RunContext
 from pydantic_ai.workspaces import Workspace, WorkspaceBackend, WorkspaceRef, WrapperWorkspace
 
-from opensandbox_core import NetworkPolicy, Volume, discard_sandbox
+from opensandbox_core import NetworkPolicy, SandboxSpec, Volume, discard_sandbox, spec_from_keywords
 from opensandbox_core import validation as _validate
 
 from ._backend import DEFAULT_SANDBOX_TIMEOUT, DEFAULT_WORKING_DIR, OpenSandboxBackend
-from ._translate import PROVIDER, destroy_by_id
+from ._translate import PROVIDER, SPEC_FIELDS, destroy_by_id, lifetime
 
 if TYPE_CHECKING:
     from opensandbox.config import ConnectionConfig
@@ -130,19 +131,22 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
     """Variables every command gets, also in an attached sandbox. Nothing is read from the host."""
 
     entrypoint: Sequence[str] | None = None
-    """The container command of a new sandbox (argv); `None` keeps the SDK's `tail -f /dev/null`."""
+    """A new sandbox's container command (argv); `None`: the image's (`default_entrypoint`)."""
 
     metadata: Mapping[str, str] | None = None
-    """Labels for a new sandbox, besides `pydantic-ai-create` (`opensandbox_core.list_sandboxes`
-    finds sandboxes by them)."""
+    """Labels for a new sandbox, besides the project's (`docs/core.md#sandbox-metadata`)."""
 
     volumes: Sequence[Volume] = ()
-    """`opensandbox_core.Volume`s to mount in a new sandbox (host paths the server allows, or
-    named volumes). Python only, like `connection`."""
+    """`opensandbox_core.Volume`s to mount in a new sandbox. Python only, like `connection`."""
 
     network_policy: NetworkPolicy | None = None
-    """An `opensandbox_core.NetworkPolicy` (egress rules, then a default action) for a new
-    sandbox; not with `allow_internet_access=False`. Python only."""
+    """An `opensandbox_core.NetworkPolicy` for a new sandbox; not with `allow_internet_access=False`.
+    Python only."""
+
+    spec: SandboxSpec | None = None
+    """An `opensandbox_core.SandboxSpec` for a new sandbox instead of `image` and the fields that
+    map to it (`SPEC_FIELDS`: one given too must agree); its `lifetime` is the `sandbox_timeout`.
+    Python only."""
 
     def __post_init__(self) -> None:
         if self.defer_loading:
@@ -151,14 +155,19 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
                 "before deferred capabilities load."
             )
         try:  # the core's checks, now rather than at the run's first operation
-            if self.image is not None:
-                _validate.image(self.image)
+            self._sandbox_spec()
             _validate.working_dir(self.working_dir)
             _validate.env(self.env)
-            if self.sandbox_timeout is not None:
-                _validate.seconds(self.sandbox_timeout, "sandbox_timeout", minimum=1)
+            lifetime(self.sandbox_timeout)  # also when only attaching
         except (TypeError, ValueError) as exc:
             raise UserError(str(exc)) from None
+
+    def _sandbox_spec(self) -> SandboxSpec | None:
+        """The new sandbox these fields describe (`None` without `image` or `spec`)."""
+        if self.image is None and self.spec is None:
+            return None
+        fields = {name: getattr(self, name) for name in SPEC_FIELDS}
+        return spec_from_keywords(SPEC_FIELDS, fields, _DEFAULTS, spec=self.spec)
 
     @classmethod
     def from_spec(
@@ -195,12 +204,13 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
 
     def backend(self, ref: WorkspaceRef) -> OpenSandboxBackend:
         """A lazy backend for an existing sandbox (no I/O until its first operation)."""
+        spec = self._sandbox_spec()
         return OpenSandboxBackend(
             ref=ref,
             connection=self.connection,
             working_dir=self.working_dir,
             env=self.env,
-            sandbox_timeout=self.sandbox_timeout,
+            sandbox_timeout=spec.lifetime if spec is not None else self.sandbox_timeout,
         )
 
     async def destroy(self, ref: WorkspaceRef) -> None:
@@ -232,30 +242,19 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
         self, ctx: RunContext[AgentDepsT], *, ref: WorkspaceRef | None
     ) -> WorkspaceBackend | None:
         """Build the backend for this run. No I/O here: it creates or attaches on first use."""
-        if ref is not None and ref.provider != PROVIDER:
-            return None
-        if ref is None and self.image is None:
+        spec = self._sandbox_spec()
+        if (ref is not None and ref.provider != PROVIDER) or (ref is None and spec is None):
             return None
         common: dict[str, Any] = {
             "run_id": ctx.run_id,
             "connection": self.connection,
             "working_dir": self.working_dir,
             "env": self.env,
-            "sandbox_timeout": self.sandbox_timeout,
         }
         if ref is not None:
-            return _SuppliedBackend(ref=ref, **common)
-        return _SuppliedBackend(
-            image=self.image,
-            resource=self.resource,
-            allow_internet_access=self.allow_internet_access,
-            secure_access=self.secure_access,
-            entrypoint=self.entrypoint,
-            metadata=self.metadata,
-            volumes=self.volumes,
-            network_policy=self.network_policy,
-            **common,
-        )
+            lifetime = spec.lifetime if spec is not None else self.sandbox_timeout
+            return _SuppliedBackend(ref=ref, sandbox_timeout=lifetime, **common)
+        return _SuppliedBackend(spec=spec, **common)
 
     async def wrap_run(
         self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler
@@ -283,3 +282,8 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
                 # `result.workspace` outlives the run, with no one left to close it.
                 owned.claim(False)
                 await owned.aclose()
+
+
+_DEFAULTS: Final = {
+    f.name: f.default for f in dataclasses.fields(OpenSandbox) if f.name in SPEC_FIELDS
+}

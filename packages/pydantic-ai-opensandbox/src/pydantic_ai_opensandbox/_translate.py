@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import posixpath
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from pydantic_ai.exceptions import UserError
@@ -30,15 +31,19 @@ from opensandbox_core import (
     Connection,
     OutputLimitError,
     SandboxUnavailableError,
+    SpecField,
     destroy_sandbox,
 )
+from opensandbox_core import validation as _validate
 
 __all__ = [
     "PROVIDER",
+    "SPEC_FIELDS",
     "check_ref",
     "core_connection",
     "destroy_by_id",
     "file_entry",
+    "lifetime",
     "require_asyncio",
     "running_on_asyncio",
     "translate",
@@ -46,6 +51,29 @@ __all__ = [
 
 PROVIDER: Final = "opensandbox"
 """`WorkspaceRef.provider` of every sandbox this package creates or attaches to."""
+
+
+def lifetime(value: object) -> float | None:
+    """`sandbox_timeout` as the core's `lifetime`: seconds (at least one), or None."""
+    return None if value is None else _validate.seconds(value, "sandbox_timeout", minimum=1)
+
+
+SPEC_FIELDS: Final[Mapping[str, SpecField]] = MappingProxyType(
+    {
+        # keyword of OpenSandbox(...) / OpenSandboxBackend(...)  ->  SandboxSpec field
+        "image": SpecField("image"),
+        "entrypoint": SpecField("entrypoint"),
+        "resource": SpecField("resource"),
+        "allow_internet_access": SpecField("allow_internet_access"),
+        "secure_access": SpecField("secure_access"),
+        "sandbox_timeout": SpecField("lifetime", lifetime),  # None: kept until destroyed
+        "metadata": SpecField("metadata"),
+        "volumes": SpecField("volumes"),
+        "network_policy": SpecField("network_policy"),
+    }
+)
+"""Where each keyword describing a new sandbox goes in the core's `SandboxSpec` (`env`,
+`working_dir` and `sandbox_timeout` on attach are the session's: they apply to any sandbox)."""
 
 if TYPE_CHECKING:
     from opensandbox.config import ConnectionConfig

@@ -20,6 +20,7 @@ import httpx
 
 from opensandbox_core import _errors
 from opensandbox_core._config import Connection
+from opensandbox_core._metadata import DOCTOR_KEY
 from opensandbox_core._session import AsyncSandboxSession
 from opensandbox_core._wire._framing import Framing
 
@@ -42,8 +43,6 @@ __all__ = [
 Status = Literal["PASS", "WARN", "FAIL", "SKIP"]
 
 API_KEY_HEADER: Final = "OPEN-SANDBOX-API-KEY"
-DOCTOR_KEY: Final = "opensandbox-agents.doctor"
-"""Metadata key on every sandbox the doctor creates (its value is unique per run)."""
 DEFAULT_IMAGE: Final = "python:3.13-slim"
 DEFAULT_STALE_AFTER: Final = timedelta(hours=1)
 

@@ -1,5 +1,9 @@
 """The leftovers check: sandboxes these packages created and nobody uses any more.
 
+Every package's sandboxes are found (by the project's `opensandbox-agents.library` label, which
+each of them has always written), and counted by the package that made it (`SandboxSummary.adapter`,
+which reads the older labels of sandboxes made before the `adapter` label).
+
 Judged by idle time and owner, never by age alone (the rule is `opensandbox_core._admin`'s): dead
 and expired sandboxes count as idle; an expiring one is kept (it is renewed while used and the
 server deletes it by itself once idle for its lifetime); one without expiry is kept until deleted
@@ -35,6 +39,15 @@ def _kept_text(kept: list[SandboxSummary], now: datetime) -> str:
     counts = Counter(s.activity(now) for s in kept)
     parts = [f"{n} {_KEPT_WHY.get(kind, kind)}" for kind, n in sorted(counts.items())]
     return "; kept: " + ", ".join(parts) if parts else ""
+
+
+def _by_adapter(found: list[SandboxSummary]) -> dict[str, int]:
+    return dict(sorted(Counter(s.adapter or "unlabelled" for s in found).items()))
+
+
+def _found_text(found: list[SandboxSummary]) -> str:
+    parts = ", ".join(f"{n} {adapter}" for adapter, n in _by_adapter(found).items())
+    return f"{len(found)} found" + (f": {parts}" if parts else "")
 
 
 def _listed(summaries: list[SandboxSummary], now: datetime) -> str:
@@ -95,15 +108,16 @@ async def check_leftovers(ctx: DoctorContext) -> Outcome:
         return Outcome(
             "PASS",
             f"no sandbox of these packages is idle for {format_age(options.stale_after)} or "
-            f"more ({len(found)} found{_kept_text(kept, now)})",
-            data={"count": len(found), "stale": []},
+            f"more ({_found_text(found)}{_kept_text(kept, now)})",
+            data={"count": len(found), "stale": [], "adapters": _by_adapter(found)},
         )
     return Outcome(
         "WARN",
         f"{len(stale)} sandbox(es) created by these packages are idle for "
-        f"{format_age(options.stale_after)} or more: {_listed(stale, now)}{_kept_text(kept, now)}",
+        f"{format_age(options.stale_after)} or more: {_listed(stale, now)} ({_found_text(found)})"
+        f"{_kept_text(kept, now)}",
         f"remove them with `opensandbox-doctor --remove-idle-for "
         f"{format_age(options.stale_after)}` (or opensandbox_core.remove_sandboxes(idle_for=...))"
         "; give sandboxes a lifetime so the server expires them",
-        {"count": len(found), "stale": [s.id for s in stale]},
+        {"count": len(found), "stale": [s.id for s in stale], "adapters": _by_adapter(found)},
     )

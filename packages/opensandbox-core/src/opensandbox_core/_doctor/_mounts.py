@@ -11,7 +11,7 @@ from typing import Final
 
 import httpx
 
-from opensandbox_core._session import LIBRARY_KEY, LIBRARY_VALUE
+from opensandbox_core._metadata import LIBRARY_KEY, LIBRARY_VALUE, adapter_labels
 
 from ._context import DOCTOR_KEY, DoctorContext, Outcome
 from ._diagnose import describe_transport_error
@@ -79,7 +79,11 @@ async def _probe_mount(ctx: DoctorContext, path: str, what: str) -> Outcome:
         "timeout": 120,
         "resourceLimits": {"cpu": "1", "memory": "256Mi"},
         "env": {},
-        "metadata": {LIBRARY_KEY: LIBRARY_VALUE, DOCTOR_KEY: ctx.token},
+        "metadata": {
+            **adapter_labels("doctor"),
+            LIBRARY_KEY: LIBRARY_VALUE,
+            DOCTOR_KEY: ctx.token,
+        },
         "volumes": [
             {
                 "name": "opensandbox-doctor-probe",

@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING, Final
 
 from opensandbox_core._errors import AuthenticationError, OpenSandboxError, UnsupportedDaemonError
+from opensandbox_core._metadata import adapter_labels
 from opensandbox_core._wire._framing import SUPPORTED_EXECD_IMAGE, Framing, describe
 
 from ._context import DOCTOR_KEY, Outcome, SandboxOutcome
@@ -48,7 +49,7 @@ async def create_test_sandbox(ctx: DoctorContext) -> SandboxOutcome:
     spec = SandboxSpec(
         image=ctx.options.image,
         lifetime=600,
-        metadata={DOCTOR_KEY: ctx.token},
+        metadata={**adapter_labels("doctor"), DOCTOR_KEY: ctx.token},
         resource={"cpu": "1", "memory": "512Mi"},
         ready_timeout=90,
     )

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Literal
 
 from opensandbox_core import _errors, _validate
 from opensandbox_core._config import Connection
-from opensandbox_core._session import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY
+from opensandbox_core._metadata import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY, adapter_of
 
 if TYPE_CHECKING:
     from opensandbox.models.sandboxes import SandboxInfo
@@ -66,6 +66,11 @@ class SandboxSummary:
     @property
     def owner_token(self) -> str | None:
         return self.metadata.get(OWNER_KEY)
+
+    @property
+    def adapter(self) -> str | None:
+        """The package that created it (`opensandbox_core.metadata.adapter_of`, old labels too)."""
+        return adapter_of(self.metadata)
 
     def age(self, now: datetime | None = None) -> timedelta:
         return (now or datetime.now(UTC)) - _utc(self.created_at)

@@ -29,7 +29,8 @@ from typing import Any, TypeVar
 from opensandbox_core import _errors, _validate
 from opensandbox_core._config import Connection
 from opensandbox_core._errors import SandboxUnavailableError, ServerError
-from opensandbox_core._session import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY, AsyncSandboxSession
+from opensandbox_core._metadata import ADAPTER_KEY, LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY
+from opensandbox_core._session import AsyncSandboxSession
 
 __all__ = [
     "SnapshotRef",
@@ -262,7 +263,7 @@ async def restore_snapshot(
     extra = _validate.env(metadata or {})
     lifetime = _validate.restore_lifetime(lifetime)
     token = uuid.uuid4().hex
-    labels = {**extra, OWNER_KEY: token, LIBRARY_KEY: LIBRARY_VALUE}
+    labels = {ADAPTER_KEY: "core", **extra, OWNER_KEY: token, LIBRARY_KEY: LIBRARY_VALUE}
     started = time.monotonic()
     async with _service(connection) as service:
         sandbox_id = await _create_from(

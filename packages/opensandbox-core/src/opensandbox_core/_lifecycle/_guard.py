@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from opensandbox_core import _validate
-from opensandbox_core._lifecycle._startup import OWNER_KEY
+from opensandbox_core._metadata import OWNER_KEY
 from opensandbox_core._portal import run_blocking
 
 if TYPE_CHECKING:

@@ -18,19 +18,15 @@ from opensandbox_core import _errors
 from opensandbox_core._config import SandboxSpec
 from opensandbox_core._create import create_arguments
 from opensandbox_core._errors import ServerError
+from opensandbox_core._metadata import ADAPTER_KEY, LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY
 
 if TYPE_CHECKING:
     from opensandbox.services.sandbox import Sandboxes
 
-__all__ = ["LIBRARY_KEY", "LIBRARY_VALUE", "OWNER_KEY", "Creator"]
+__all__ = ["Creator"]
 
 logger = logging.getLogger(__name__)
 
-OWNER_KEY: Final = "opensandbox-agents.owner"
-"""Metadata key whose value is unique to the session object that created the sandbox."""
-LIBRARY_KEY: Final = "opensandbox-agents.library"
-"""Metadata key naming this library on every sandbox it creates."""
-LIBRARY_VALUE: Final = "opensandbox-core"
 
 _RECOVER_POLL: Final = 0.5
 
@@ -57,7 +53,9 @@ class Creator:
     async def create(self, sandboxes: Sandboxes) -> str:
         """The id of this session's new sandbox (created now, or found from an earlier try)."""
         spec = self._spec
-        metadata = {**spec.metadata, OWNER_KEY: self._token(), LIBRARY_KEY: LIBRARY_VALUE}
+        # The project's labels (`_metadata`): an adapter names itself in the spec's metadata.
+        metadata = {ADAPTER_KEY: "core", **spec.metadata}
+        metadata.update({OWNER_KEY: self._token(), LIBRARY_KEY: LIBRARY_VALUE})
         if not self._sent:
             self._sent = True
             try:

@@ -24,7 +24,8 @@ Also there, for the core only (imported `as` themselves below, not in `__all__`)
 `choice`, `instance`, `sequence_of`, `int_at_least`.
 
 The core's own calls (`_calls`, core only): `volume`, `egress_rule`, `network_policy`,
-`create_options` (a `SandboxSpec`'s create options); `write_data`, `replacement`, `remote_dir`,
+`create_options` (a `SandboxSpec`'s create options), `spec_keywords` (adapter keywords beside
+`spec=`); `write_data`, `replacement`, `remote_dir`,
 `exclude_patterns` (files); `keep_running` (background processes); `started_session`,
 `snapshot_source`, `snapshot_id`, `restore_lifetime`, `removal_selectors` (snapshots, removal).
 """
@@ -40,6 +41,7 @@ from ._calls import replacement as replacement
 from ._calls import restore_lifetime as restore_lifetime
 from ._calls import snapshot_id as snapshot_id
 from ._calls import snapshot_source as snapshot_source
+from ._calls import spec_keywords as spec_keywords
 from ._calls import started_session as started_session
 from ._calls import volume as volume
 from ._calls import write_data as write_data

@@ -26,6 +26,7 @@ __all__ = [
     "restore_lifetime",
     "snapshot_id",
     "snapshot_source",
+    "spec_keywords",
     "started_session",
     "volume",
     "write_data",
@@ -127,6 +128,18 @@ def create_options(
         isinstance(k, str) and k and isinstance(v, str) for k, v in extensions.items()
     ):
         raise ConfigurationError("extensions must map non-empty strings to strings.")
+
+
+def spec_keywords(disagreeing: Mapping[str, str]) -> None:
+    """An adapter's keywords beside `spec=`: none that the caller set may describe the sandbox
+    differently from the spec (`disagreeing`: keyword -> spec field)."""
+    clashes = [f"{kw}= (the spec's {name})" for kw, name in disagreeing.items()]
+    if clashes:
+        raise ConfigurationError(
+            f"Both spec= and {', '.join(clashes)} were given, with different values. Describe "
+            "the sandbox in one place: leave the keyword out, or set it in the spec "
+            "(dataclasses.replace(spec, ...))."
+        )
 
 
 # -- files ---------------------------------------------------------------------------------------

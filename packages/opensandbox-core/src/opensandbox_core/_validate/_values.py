@@ -198,7 +198,7 @@ def env(value: object, *, what: str = "env") -> dict[str, str]:
             raise ArgumentTypeError(
                 f"{what} must map strings to strings; the entry for {key!r} is not a string pair."
             )
-        if not key or "\0" in key or (what == "env" and "=" in key):
+        if not key or "\0" in key or (what.endswith("env") and "=" in key):
             raise ConfigurationError(f"{what} has an invalid name {key!r} (empty, '=' or NUL).")
         if "\0" in item:
             raise ConfigurationError(f"{what} value for {key!r} contains a NUL character.")

@@ -1,0 +1,92 @@
+"""One description of a sandbox: an adapter's keywords turned into a `SandboxSpec` by one table.
+
+Each adapter declares, in one read-only table, which of its keywords describe a new sandbox and
+the `SandboxSpec` field each one sets, with the conversion of its value where the adapter's form
+differs (a `timedelta`, a string split like a shell would):
+
+    SPEC_FIELDS = MappingProxyType({
+        "image": SpecField("image"),
+        "timeout": SpecField("lifetime", validation.idle_lifetime),
+    })
+
+`spec_from_keywords(SPEC_FIELDS, values, defaults)` builds the spec from the keywords' values.
+With `spec=` the keywords left at their defaults give way to it, and one the caller set so that it
+describes the sandbox differently raises `ConfigurationError` naming both, so no value is dropped
+silently. `None` for a mapping or sequence field (`metadata`, `volumes`, ...) means empty.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from . import _validate
+from ._config import SandboxSpec
+
+__all__ = ["SpecField", "spec_from_keywords"]
+
+_FIELDS: Final = tuple(f.name for f in dataclasses.fields(SandboxSpec))
+_EMPTY_WHEN_NONE: Final = frozenset({"container_env", "metadata", "volumes", "extensions"})
+
+
+@dataclass(frozen=True)
+class SpecField:
+    """Where an adapter's keyword goes in a `SandboxSpec`: the field `name`, and `convert`, which
+    checks the keyword's value and turns it into the field's (`None`: taken as it is)."""
+
+    name: str
+    convert: Callable[[Any], Any] | None = None
+
+    def __post_init__(self) -> None:
+        _validate.choice(self.name, "SpecField name", _FIELDS)
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal as descriptions: mappings by their items, sequences (not strings) by their items."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return dict(a) == dict(b)
+    if isinstance(a, Sequence) and isinstance(b, Sequence):
+        return a == b if isinstance(a, str) or isinstance(b, str) else list(a) == list(b)
+    return a == b
+
+
+def spec_from_keywords(
+    table: Mapping[str, SpecField],
+    values: Mapping[str, object],
+    defaults: Mapping[str, object],
+    *,
+    spec: SandboxSpec | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> SandboxSpec:
+    """The `SandboxSpec` an adapter's keywords describe (checked, no I/O).
+
+    `values`: the keywords as called (defaults included; names not in `table` are ignored);
+    `defaults`: each keyword's default, to tell which ones the caller set; `spec`: a spec given
+    beside them; `labels`: metadata the adapter adds over the caller's.
+    """
+    converted: dict[str, Any] = {}
+    for keyword, value in values.items():
+        if keyword in table:
+            entry = table[keyword]
+            converted[keyword] = entry.convert(value) if entry.convert else value
+    if spec is None:
+        fields = {table[kw].name: v for kw, v in converted.items()}
+        built = SandboxSpec(
+            **{k: v for k, v in fields.items() if not (v is None and k in _EMPTY_WHEN_NONE)}
+        )
+    else:
+        _validate.instance(spec, SandboxSpec, "spec", "an opensandbox_core.SandboxSpec")
+        chosen = [kw for kw in converted if not _same(values[kw], defaults.get(kw, ...))]
+        disagreeing = {
+            kw: table[kw].name
+            for kw in chosen
+            if not _same(converted[kw], getattr(spec, table[kw].name))
+            and not (converted[kw] is None and table[kw].name in _EMPTY_WHEN_NONE)
+        }
+        _validate.spec_keywords(disagreeing)
+        built = spec
+    if labels:
+        built = dataclasses.replace(built, metadata={**built.metadata, **labels})
+    return built
