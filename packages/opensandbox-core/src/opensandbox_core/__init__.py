@@ -19,6 +19,7 @@ from ._errors import (
     CommandTimeoutError,
     ConfigurationError,
     InsecureSandboxWarning,
+    NotTextError,
     OpenSandboxError,
     OutputLimitError,
     SandboxUnavailableError,
@@ -40,7 +41,7 @@ from ._fleet._snapshots import (
 from ._lifecycle._guard import CANCEL_CLEANUP_WAIT, CreateGuard, discard_sandbox, run_to_completion
 from ._session import DEFAULT, LIBRARY_KEY, OWNER_KEY, AsyncSandboxSession, OutputCallback
 from ._sync import BlockingBackgroundProcess, SandboxSession, run_blocking
-from ._types import CommandResult, FileInfo, TransferResult
+from ._types import BytesResult, CommandResult, FileInfo, FileMatch, LinePage, TransferResult
 from ._wire._framing import Framing, decode_output
 
 __version__ = "0.2.0"
@@ -55,6 +56,7 @@ __all__ = [
     "AuthenticationError",
     "BackgroundProcess",
     "BlockingBackgroundProcess",
+    "BytesResult",
     "CommandResult",
     "CommandTimeoutError",
     "ConfigurationError",
@@ -63,9 +65,12 @@ __all__ = [
     "DirectoryUpload",
     "EgressRule",
     "FileInfo",
+    "FileMatch",
     "Framing",
     "InsecureSandboxWarning",
+    "LinePage",
     "NetworkPolicy",
+    "NotTextError",
     "OpenSandboxError",
     "OutputCallback",
     "OutputChunk",
