@@ -88,7 +88,6 @@ SLOW_UNIT = (
     *REPLAY_UNIT,
     "tests/unit/deepagents_backend/test_paged_read.py",
     "tests/unit/deepagents_backend/test_read_port.py",
-    "tests/unit/deepagents_backend/test_native_readahead.py",
 )
 
 

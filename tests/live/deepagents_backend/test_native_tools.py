@@ -16,8 +16,8 @@ from deepagents.backends.protocol import WriteResult
 from deepagents.backends.sandbox import BaseSandbox
 
 from deepagents_opensandbox_backend import DEFAULT_IMAGE, OpenSandboxBackend
-from deepagents_opensandbox_backend._glob import native_glob
-from deepagents_opensandbox_backend._plain import plain_output
+from deepagents_opensandbox_backend._filesystem import plain_output
+from deepagents_opensandbox_backend._read_glob import native_glob, native_read
 from deepagents_opensandbox_backend._tools import LsSupport, native_edit, native_ls
 from opensandbox_core import SandboxSpec, run_blocking
 
@@ -301,9 +301,8 @@ def test_the_native_paths_answer_without_the_scripts(tools_backend: OpenSandboxB
     assert {*HOSTILE_NAMES, NON_UTF8_NAME} <= {e["path"][len(ROOT) + 5 :] for e in hostile.entries}
     big = f"{ROOT}/native/big.txt"
     run_blocking(session.write_bytes(big, _text(2 * MIB, b"\n")))
-    page = tools_backend.read(big, 100, 10)
-    assert page.start_line == 101
-    assert tools_backend._pages.get(big) is not None  # paged by Range reads, not the script
+    page = run_blocking(native_read(session, big, 100, 10))  # None would mean: the script
+    assert page is not None and page.start_line == 101 and page.total_lines is None
 
 
 GLOB_CASES: list[tuple[str, str | None]] = [
@@ -428,7 +427,7 @@ def _grep_tree(backend: OpenSandboxBackend) -> None:
 def test_grep_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:
     _grep_tree(tools_backend)
     # `grep` is BaseSandbox's own command, its output returned as one plain line on
-    # line-framed execd (`_plain.py`): the answers must be BaseSandbox's through plain `execute`.
+    # line-framed execd (`plain_output`): the answers must be BaseSandbox's through plain `execute`.
     command = "printf 'a\\0b\\rc\\302\\205d\\377\\n'; exit 3"
     plain = tools_backend.execute(command)
     with plain_output():

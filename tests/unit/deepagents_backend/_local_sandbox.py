@@ -1,6 +1,8 @@
 """A `BaseSandbox` that runs its commands on this machine: BaseSandbox's own public methods
 (`BaseSandbox.read(local, ...)`, `.edit`, `.glob`, ...) as the oracle of offline differential
-tests, on the installed deepagents release, with no private deepagents name."""
+tests, on the installed deepagents release, with no private deepagents name. And `LocalFiles`:
+the session calls of opensandbox-core's `read_lines` on this machine's files, with the core's
+own `LineReader`, so the backend's read path (`native_read`) runs offline as it does live."""
 
 from __future__ import annotations
 
@@ -17,7 +19,10 @@ from deepagents.backends.protocol import (
 )
 from deepagents.backends.sandbox import BaseSandbox
 
-__all__ = ["LocalSandbox"]
+from opensandbox_core import FileInfo, LinePage, OutputLimitError
+from opensandbox_core._files._pages import LineReader
+
+__all__ = ["LocalFiles", "LocalSandbox"]
 
 _BIN = Path(tempfile.gettempdir()) / f"osb-local-sandbox-bin-{os.getpid()}"
 
@@ -68,3 +73,35 @@ class LocalSandbox(BaseSandbox):
             except FileNotFoundError:
                 out.append(FileDownloadResponse(path=path, content=None, error="file_not_found"))
         return out
+
+
+class LocalFiles:
+    """`stat`, `realpath`, `read_bytes`, `read_range` and `read_lines` on local files."""
+
+    def __init__(self) -> None:
+        self._lines = LineReader(self)
+
+    async def stat(self, path: str) -> FileInfo:
+        st = os.stat(path)
+        is_dir = Path(path).is_dir()
+        kind = "directory" if is_dir else "file"
+        return FileInfo(
+            path, kind, st.st_size, st.st_mode & 0o777, None, is_dir=is_dir, is_file=not is_dir
+        )
+
+    async def realpath(self, path: str) -> str:
+        return os.path.realpath(path)
+
+    async def read_bytes(self, path: str, *, max_size: int | None = None) -> bytes:
+        data = Path(path).read_bytes()
+        if max_size is not None and len(data) > max_size:
+            raise OutputLimitError(f"{path} is over {max_size} bytes.", limit=max_size)
+        return data
+
+    async def read_range(self, path: str, offset: int, length: int) -> bytes:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read(length)
+
+    async def read_lines(self, path: str, offset: int, limit: int, *, max_bytes: int) -> LinePage:
+        return await self._lines.read_lines(path, offset, limit, max_bytes=max_bytes)

@@ -1,15 +1,20 @@
-"""The client-side `read()` page renderer against BaseSandbox's own public `read`, run locally
-(`LocalSandbox`: BaseSandbox with a local `execute`), on the installed deepagents release."""
+"""The backend's `read` path (opensandbox-core's `read_lines` rendered by `_texts.read_result`)
+against BaseSandbox's own public `read`, both run locally (`LocalFiles`, `LocalSandbox`), on the
+installed deepagents release."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
-from _local_sandbox import LocalSandbox
+from _local_sandbox import LocalFiles, LocalSandbox
+from deepagents.backends.protocol import ReadResult
 from deepagents.backends.sandbox import BaseSandbox
 
-from deepagents_opensandbox_backend._read import render_page, text_named
+from deepagents_opensandbox_backend._read_glob import native_read
+from deepagents_opensandbox_backend._texts import text_named
 
 LOCAL = LocalSandbox()
 
@@ -33,19 +38,11 @@ CASES: list[tuple[str, bytes]] = [
     ("empty.png", b""),
     ("vt.txt", b"a\x0bb\x0cc\x1cd\xe2\x80\xa8e\nf"),
 ]
-WINDOWS = [
-    (0, 2000),
-    (1, 1),
-    (2, 5),
-    (3, 10),
-    (0, 0),
-    (-5, 2),
-    (0, -1),
-    (4999, 5),
-    (5000, 1),
-    (10_000, 3),
-    (150_000, 100),
-]
+WINDOWS = [(0, 2000), (1, 1), (2, 5), (3, 10), (4999, 5), (5000, 1), (10_000, 3), (150_000, 100)]
+
+
+def _native(path: Path, offset: int, limit: int) -> ReadResult | None:
+    return asyncio.run(native_read(cast(Any, LocalFiles()), str(path), offset, limit))
 
 
 @pytest.mark.parametrize(("name", "data"), CASES, ids=[c[0] for c in CASES])
@@ -54,13 +51,21 @@ def test_page_matches_the_read_script(tmp_path: Path, name: str, data: bytes) ->
     path.write_bytes(data)
     if not text_named(name):
         return  # the backend hands media and document names to BaseSandbox's read
-    for offset, limit in WINDOWS:
-        expected = BaseSandbox.read(LOCAL, str(path), offset, limit)
-        got = render_page(data, str(path), offset, limit)
-        if got is None:  # the backend runs BaseSandbox's read for this call
-            assert offset < 0 or limit <= 0, (offset, limit)
-        else:
-            assert got == expected, (offset, limit)
+    for offset, limit in WINDOWS:  # a fresh reader each time: the first page's path
+        assert _native(path, offset, limit) == BaseSandbox.read(LOCAL, str(path), offset, limit)
+
+
+def test_later_pages_of_one_reader_match_the_read_script(tmp_path: Path) -> None:
+    """The same reader for every page: the bytes kept with the file's version answer them."""
+    path = tmp_path / "pages.txt"
+    path.write_bytes(b"".join(b"line %d\r\n" % i for i in range(9000)))
+    files = cast(Any, LocalFiles())
+    offset: int | None = 0
+    while offset is not None:
+        page = asyncio.run(native_read(files, str(path), offset, 2000))
+        assert page == BaseSandbox.read(LOCAL, str(path), offset, 2000), offset
+        assert page is not None
+        offset = page.next_offset
 
 
 def test_media_names_go_to_base_sandbox() -> None:
@@ -68,6 +73,10 @@ def test_media_names_go_to_base_sandbox() -> None:
     assert not text_named("/a/b.png") and not text_named("/a/b.PDF") and not text_named("/x.mkv")
 
 
-def test_late_invalid_utf8_is_left_to_the_script() -> None:
-    data = b"ok\n" * 5000 + b"\xff\xfe\n"
-    assert render_page(data, "/x/late.txt", 0, 10) is None
+def test_late_invalid_utf8_is_left_to_the_script(tmp_path: Path) -> None:
+    path = tmp_path / "late.txt"
+    path.write_bytes(b"ok\n" * 5000 + b"\xfe\xff\n")
+    assert _native(path, 0, 10) is None
+    assert _native(tmp_path / "missing.txt", 0, 10) == BaseSandbox.read(
+        LOCAL, str(tmp_path / "missing.txt"), 0, 10
+    )

@@ -46,13 +46,15 @@ from opensandbox_core import (
     CreateGuard,
     DirectoryUpload,
     Framing,
+    OutputLimitError,
+    ServerError,
     UploadOptions,
     decode_output,
     run_blocking,
     upload_directory,
 )
 
-from ._filesystem import NativeFiles
+from ._filesystem import NativeFiles, plain_requested
 from ._mapping import combined_output, execute_timeout
 from ._options import (
     DEFAULT_IMAGE,
@@ -61,7 +63,6 @@ from ._options import (
     takes_options,
     takes_options_after_id,
 )
-from ._plain import plain_requested, unwrap, wrap
 
 __all__ = ["DEFAULT_IMAGE", "OpenSandboxBackend"]
 
@@ -312,16 +313,12 @@ class OpenSandboxBackend(NativeFiles):
         limit: Any = DEFAULT if timeout is None else execute_timeout(timeout)
         if plain and self._stderr_prefix is None and self._session.framing is not Framing.MODERN:
             try:
-                wrapped = await self._session.run(wrap(command), timeout=limit, plain_lines=True)
-            except CommandTimeoutError:
-                wrapped = None  # run as it is, below, for the timeout's own output
-            if wrapped is not None and not wrapped.truncated and not wrapped.stderr:
-                parsed = unwrap(wrapped.stdout) if wrapped.exit_code == 0 else None
-                if parsed is not None:
-                    data, status = parsed
-                    return ExecuteResponse(
-                        output=decode_output(data), exit_code=status, truncated=False
-                    )
+                exact = await self._session.run_bytes(command, timeout=limit)
+            except (CommandTimeoutError, OutputLimitError, ServerError):
+                exact = None  # run as it is, below, for the command's own output and timeout
+            if exact is not None and not exact.stderr:
+                output = decode_output(exact.stdout)
+                return ExecuteResponse(output=output, exit_code=exact.exit_code, truncated=False)
         try:
             result = await self._session.run(command, timeout=limit)
         except CommandTimeoutError as exc:

@@ -3,10 +3,11 @@
 Each has BaseSandbox's exact result (compared on the same sandbox by
 `tests/live/deepagents_backend/test_native_tools.py`); where a native path cannot be exact it
 hands the call to BaseSandbox's script. `write` is one native upload; `read` pages files over
-1 MiB by HTTP Range reads (`_paging.py`); `ls` is one argv `ls` command and `edit` a download and
+1 MiB by HTTP Range reads (opensandbox-core's `read_lines`, `_read_glob.py`); `ls` is one argv `ls` command and `edit` a download and
 execd's in-place `/files/replace` (`_tools.py`); `glob` one `find` command matched by
-deepagents' public include-glob matcher (`_glob.py`); `delete` the core's `remove` (execd's
-file API, recursive). `grep` is BaseSandbox's own command, its output returned as one plain line (`_plain.py`).
+deepagents' public include-glob matcher (`_read_glob.py`); `delete` the core's `remove` (execd's
+file API, recursive). `grep` is BaseSandbox's own command, its output returned as one plain
+line (`plain_output`).
 
 Only public deepagents names are used. Where the installed deepagents release answers a case
 differently from others (a non-positive `limit`, an empty `old_string`, glob before 0.7.30,
@@ -21,7 +22,9 @@ operation: a relative one is `invalid_path` for `read` as for `write`, uploads a
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from deepagents.backends.protocol import (
@@ -37,33 +40,47 @@ from deepagents.backends.protocol import (
 )
 from deepagents.backends.sandbox import BaseSandbox
 
-from opensandbox_core import AsyncSandboxSession, OutputLimitError, run_blocking
+from opensandbox_core import AsyncSandboxSession, run_blocking
 
-from ._glob import native_glob
-from ._mapping import SCRIPT_ERRORS, check_transfer_path, transfer_error
-from ._page_index import PageCache
-from ._paging import PAGED_ABOVE, keep_whole, paged_read
-from ._plain import plain_output
-from ._read import read_error, render_page, text_named
+from ._mapping import check_transfer_path, transfer_error
+from ._read_glob import native_glob, native_read
+from ._texts import read_error, text_named
 from ._tools import LsSupport, is_utf8, native_edit, native_ls
 
-__all__ = ["NativeFiles"]
+__all__ = ["NativeFiles", "plain_output", "plain_requested"]
 
 T = TypeVar("T")
+
+_PLAIN: ContextVar[bool] = ContextVar("osb_plain_output", default=False)
+
+
+@contextmanager
+def plain_output() -> Iterator[None]:
+    """Within this block, the backend's `execute` returns stdout through one base64 line (the
+    core's `run_bytes`), so line-framed execd needs no raw-file read for BaseSandbox's `grep`
+    command (its `-Z` listing holds NUL bytes)."""
+    token = _PLAIN.set(True)
+    try:
+        yield
+    finally:
+        _PLAIN.reset(token)
+
+
+def plain_requested() -> bool:
+    return _PLAIN.get()
 
 
 class NativeFiles(BaseSandbox):
     """BaseSandbox's file operations on `self._session` (the backend's core session).
 
-    What the operations learn about the sandbox is kept here, per backend (so per session),
-    never process-wide: `_pages`, the line indexes and read-ahead windows of recently paged
-    files (each checked against the file's version on every page, bounded by `_page_index.py`),
-    and `_ls`, whether the sandbox's `ls` can list natively. Both are made empty here: no I/O.
+    What the operations learn about the sandbox is kept per backend (so per session), never
+    process-wide: the session's line indexes and read-ahead windows of recently paged files
+    (opensandbox-core's `read_lines`, each checked against the file's version on every page),
+    and `_ls`, whether the sandbox's `ls` can list natively (made empty here: no I/O).
     """
 
     def __init__(self, session: AsyncSandboxSession) -> None:
         self._session = session
-        self._pages = PageCache()
         self._ls = LsSupport()
 
     @staticmethod
@@ -174,7 +191,7 @@ class NativeFiles(BaseSandbox):
 
     def glob(self, pattern: str, path: str | None = None) -> GlobResult:
         """Regular files under `path` matching `pattern`, as BaseSandbox finds them (one `find`
-        command and BaseSandbox's own matcher instead of a `python3 -c` walk; `_glob.py`)."""
+        command and BaseSandbox's own matcher instead of a `python3 -c` walk; `_read_glob.py`)."""
         result = self._run(native_glob(self._session, pattern, path))
         if result is not None:
             return result
@@ -211,25 +228,7 @@ class NativeFiles(BaseSandbox):
             # Media and document types (a table that moves between releases) and degenerate
             # windows (answered differently by different releases): BaseSandbox's own read.
             return await BaseSandbox.aread(self, file_path, offset, limit)
-        cache = self._pages
-        if cache.get(file_path) is None:
-            try:
-                raw = await self._session.read_bytes(file_path, max_size=PAGED_ABOVE)
-            except OutputLimitError:
-                pass  # over 1 MiB: paged by Range reads below
-            except OSError as exc:
-                code = SCRIPT_ERRORS.get(exc.errno or 0)
-                if code is not None:
-                    return read_error(file_path, code)
-                return await BaseSandbox.aread(self, file_path, offset, limit)
-            else:
-                page = render_page(raw, file_path, offset, limit)
-                if page is not None:
-                    if page.next_offset is not None:  # more pages will follow: keep the bytes
-                        await keep_whole(self._session, cache, file_path, raw)
-                    return page
-                return await BaseSandbox.aread(self, file_path, offset, limit)
-        page = await paged_read(self._session, cache, file_path, offset, limit)
+        page = await native_read(self._session, file_path, offset, limit)
         if page is not None:
             return page
         return await BaseSandbox.aread(self, file_path, offset, limit)
@@ -243,7 +242,7 @@ class NativeFiles(BaseSandbox):
         max_count: int | None = None,
     ) -> GrepResult:
         """BaseSandbox's own `grep` (one command), its output returned as one plain line
-        (`_plain.py`), so line-framed execd needs no second round trip for it."""
+        (`plain_output`), so line-framed execd needs no second round trip for it."""
         with plain_output():
             return BaseSandbox.grep(self, pattern, path, glob, max_count=max_count)
 

@@ -19,6 +19,7 @@ from ._errors import (
     CommandTimeoutError,
     ConfigurationError,
     InsecureSandboxWarning,
+    NotTextError,
     OpenSandboxError,
     OutputLimitError,
     SandboxUnavailableError,
@@ -42,7 +43,7 @@ from ._keywords import SpecField, spec_from_keywords
 from ._lifecycle._guard import CANCEL_CLEANUP_WAIT, CreateGuard, discard_sandbox, run_to_completion
 from ._session import DEFAULT, LIBRARY_KEY, OWNER_KEY, AsyncSandboxSession, OutputCallback
 from ._sync import BlockingBackgroundProcess, SandboxSession, run_blocking
-from ._types import CommandResult, FileInfo, TransferResult
+from ._types import BytesResult, CommandResult, FileInfo, FileMatch, LinePage, TransferResult
 from ._wire._framing import Framing, decode_output
 
 __version__ = "0.2.0"
@@ -57,6 +58,7 @@ __all__ = [
     "AuthenticationError",
     "BackgroundProcess",
     "BlockingBackgroundProcess",
+    "BytesResult",
     "CommandResult",
     "CommandTimeoutError",
     "ConfigurationError",
@@ -65,9 +67,12 @@ __all__ = [
     "DirectoryUpload",
     "EgressRule",
     "FileInfo",
+    "FileMatch",
     "Framing",
     "InsecureSandboxWarning",
+    "LinePage",
     "NetworkPolicy",
+    "NotTextError",
     "OpenSandboxError",
     "OutputCallback",
     "OutputChunk",

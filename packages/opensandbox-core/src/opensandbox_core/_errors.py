@@ -9,6 +9,7 @@ OpenSandboxError
 │   └── UnsupportedDaemonError                execd too old to reconstruct output (fix: newer image)
 ├── CommandTimeoutError (also TimeoutError)   a command outlived its timeout; carries partial output
 ├── OutputLimitError                          a read exceeded the size limit the caller set
+├── NotTextError (also ValueError)            a file read as text (`read_lines`) is not UTF-8
 └── ServerError                               any other failure the server reported (has .status_code)
     └── SnapshotsUnsupportedError             the runtime cannot take or restore snapshots
 ```
@@ -60,6 +61,7 @@ __all__ = [
     "CommandTimeoutError",
     "ConfigurationError",
     "InsecureSandboxWarning",
+    "NotTextError",
     "OpenSandboxError",
     "OutputLimitError",
     "SandboxUnavailableError",
@@ -126,6 +128,15 @@ class OutputLimitError(OpenSandboxError):
     def __init__(self, message: str, *, limit: int) -> None:
         super().__init__(message)
         self.limit = limit
+
+
+class NotTextError(OpenSandboxError, ValueError):
+    """A file read as text is not UTF-8: `binary` when its first 8 KiB are not (a binary file),
+    else the bytes of the page asked for are not. `path` names the file."""
+
+    def __init__(self, message: str, *, path: str, binary: bool) -> None:
+        super().__init__(message)
+        self.path, self.binary = path, binary
 
 
 class ServerError(OpenSandboxError):

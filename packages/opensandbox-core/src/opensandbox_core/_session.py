@@ -34,6 +34,7 @@ from typing import Any, Final, Unpack
 
 from . import _validate
 from ._commands._background import BackgroundProcess, start_background
+from ._commands._encoded import run_bytes
 from ._commands._run import Commands, OutputCallback
 from ._config import Connection, SandboxSpec
 from ._defaults import (
@@ -43,14 +44,24 @@ from ._defaults import (
     RECOVER_TIMEOUT,
     WORKING_DIR,
 )
+from ._files import _glob
 from ._files._filesystem import FileSystem
+from ._files._pages import MAX_PAGE_BYTES, LineReader
 from ._files._transfers import Transfers
 from ._files._upload import DirectoryUpload, UploadOptions, upload_directory
 from ._lifecycle._guard import CreateGuard
 from ._lifecycle._sandbox import SandboxLifecycle
 from ._metadata import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY
 from ._session_info import SessionInfo
-from ._types import CommandResult, FileInfo, TransferResult, WriteData
+from ._types import (
+    BytesResult,
+    CommandResult,
+    FileInfo,
+    FileMatch,
+    LinePage,
+    TransferResult,
+    WriteData,
+)
 
 __all__ = [
     "DEFAULT",
@@ -137,6 +148,7 @@ class AsyncSandboxSession(SessionInfo):
         )
         self._files = FileSystem(self._life, self._commands)
         self._transfers = Transfers(self._life, self._files, self._commands)
+        self._lines = LineReader(self)
         self._life.connection.check_security()
 
     # -- identity (the read-only properties and repr() are `SessionInfo`'s) ------------------
@@ -299,6 +311,50 @@ class AsyncSandboxSession(SessionInfo):
             max_output=max_output,
             plain_lines=plain_lines,
         )
+
+    async def run_bytes(
+        self,
+        command: str | Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | _Default | None = DEFAULT,
+    ) -> BytesResult:
+        """Run a command and return its stdout as exact bytes (`BytesResult`), in one round trip
+        on every execd generation: the sandbox prints stdout and the exit status as one base64
+        line, so NUL bytes, `\\r` and bytes that are not UTF-8 survive line-framed execd without
+        the raw-file read `run` needs for them. The image needs `base64` (coreutils or busybox).
+        stderr comes back as the daemon's events carry it (exact for text lines). A cut at
+        `max_output` raises `OutputLimitError`; a timeout `CommandTimeoutError`, as `run`.
+        """
+        limit = self._commands.default_timeout if isinstance(timeout, _Default) else timeout
+        return await run_bytes(self._commands, command, cwd=cwd, env=env, timeout=limit)
+
+    # -- files (the `_filesystem`, `_transfers`, `_pages` and `_glob` facets) ---------------
+    async def read_lines(
+        self, path: str, offset: int = 0, limit: int = 2000, *, max_bytes: int = MAX_PAGE_BYTES
+    ) -> LinePage:
+        """Lines `offset` to `offset + limit` (0-based) of a UTF-8 text file, as a `LinePage`
+        (its `next_offset` is where the next page starts, None at the end), cut at `max_bytes`.
+
+        Paging costs about one page, not one file: a file up to 1 MiB is downloaded once per
+        version (size and mtime, checked on each later page), a bigger one read by HTTP Range
+        reads from remembered line starts, with read-ahead. A file that is not UTF-8 raises
+        `NotTextError` (`binary` when its first 8 KiB are not); path failures raise the builtin
+        `OSError`s, as `read_bytes`. See docs/core.md, "Reading a file by pages".
+        """
+        return await self._lines.read_lines(path, offset, limit, max_bytes=max_bytes)
+
+    async def walk_files(self, path: str = ".") -> list[FileMatch]:
+        """Every regular file under `path`, and every symlink to one that stays inside it,
+        sorted (`FileMatch`: `path`, `relative`, `is_symlink`); one command, exact on any name,
+        no python3 needed (busybox is enough). Symlinked directories are not entered."""
+        return await _glob.walk_files(self._commands, path)
+
+    async def glob(self, pattern: str, *, path: str = ".") -> list[FileMatch]:
+        """The files of `walk_files(path)` whose relative path matches `pattern`: `*.py` (a
+        name at any depth), `src/**/*.ts`, `{a,b}`, `[!x]`; see docs/core.md, "Finding files"."""
+        return await _glob.glob(self._commands, pattern, path)
 
     # -- files (the `_filesystem` and `_transfers` facets) -----------------------------------
     async def realpath(self, path: str) -> str:

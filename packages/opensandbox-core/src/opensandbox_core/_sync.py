@@ -199,6 +199,7 @@ class SandboxSession(SessionInfo):
 
     # -- commands -----------------------------------------------------------------------------
     run = _blocking(AsyncSandboxSession.run)
+    run_bytes = _blocking(AsyncSandboxSession.run_bytes)
 
     def start_background(
         self,
@@ -228,6 +229,9 @@ class SandboxSession(SessionInfo):
     write_bytes = _blocking(AsyncSandboxSession.write_bytes)
 
     read_range = _blocking(AsyncSandboxSession.read_range)
+    read_lines = _blocking(AsyncSandboxSession.read_lines)
+    walk_files = _blocking(AsyncSandboxSession.walk_files)
+    glob = _blocking(AsyncSandboxSession.glob)
     replace_text = _blocking(AsyncSandboxSession.replace_text)
     stat = _blocking(AsyncSandboxSession.stat)
     exists = _blocking(AsyncSandboxSession.exists)

@@ -146,6 +146,10 @@ class Commands:
     def default_timeout(self) -> float | None:
         return self._timeout_default
 
+    @property
+    def max_output(self) -> int:
+        return self._max_output
+
     # -- run ----------------------------------------------------------------------------------
     async def run(
         self,

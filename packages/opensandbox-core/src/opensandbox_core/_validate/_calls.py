@@ -18,6 +18,7 @@ __all__ = [
     "create_options",
     "egress_rule",
     "exclude_patterns",
+    "glob_pattern",
     "keep_running",
     "network_policy",
     "remote_dir",
@@ -162,6 +163,15 @@ def replacement(old: object, new: object) -> None:
     """The texts of `replace_text`: a non-empty `old` and a string `new`."""
     if not isinstance(old, str) or not old or not isinstance(new, str):
         raise ConfigurationError("old must be a non-empty string and new a string.")
+
+
+def glob_pattern(value: object) -> str:
+    """A pattern of `glob`: a non-empty string without NUL."""
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise ConfigurationError(
+            f"pattern must be a non-empty glob such as '*.py' or 'src/**/*.ts', got {value!r}."
+        )
+    return value
 
 
 def remote_dir(value: object) -> str:

@@ -1,10 +1,10 @@
-"""What `_paging.py` keeps per file version between pages, and the read-ahead through it.
+"""What `_pages.py` keeps per file version between pages, and the read-ahead through it.
 
 - `LineIndex`: the known line starts of one version (size and mtime) of one file, and its
   read-ahead window: the bytes of the file last fetched, kept with the version they belong to.
-- `PageCache`: the indexes of one backend's recently paged files, by path. The backend holds
-  one (`NativeFiles._pages`), so it lives and dies with the backend and its sandbox session; it
-  bounds the files (`CACHED_FILES`) and the bytes of windows (`WINDOW_BUDGET`) it keeps.
+- `PageCache`: the indexes of one session's recently paged files, by path. The session holds
+  one (through its `LineReader`), so it lives and dies with the session; it bounds the files
+  (`CACHED_FILES`) and the bytes of windows (`WINDOW_BUDGET`) it keeps.
 - `reading_ahead`: a fetch through an index's window, which fetches ahead of a sequential read
   (windows doubling from `READAHEAD_FIRST` to `READAHEAD_MAX`), the next window in the
   background once half of the current one is used.
@@ -105,7 +105,7 @@ class LineIndex:
 
 
 class PageCache:
-    """The line indexes of one backend's recently paged files, by path (see the module
+    """The line indexes of one session's recently paged files, by path (see the module
     docstring)."""
 
     def __init__(self) -> None:

@@ -1,0 +1,182 @@
+"""`walk_files` and `glob`: the regular files under a directory, in one command, exact names.
+
+The walk is one argv command (`sh -c WALK walk PATH`: the path is an argument, never part of
+the script), run through `run_bytes` (stdout as one base64 line: exact bytes, one round trip on
+line-framed execd). It needs a POSIX `sh`, `find` (`-mindepth`, `-type`, `-path`, `-prune`,
+`-exec {} +`), `readlink -f` and `base64`: GNU coreutils and findutils, or busybox alone; no
+python3. It prints the root's real path (`cd -P`), then one record per regular file (`f`) and
+per symlink to a regular file (`l`, with the link's real path), NUL-separated. In Python:
+
+- a symlink counts only when its real path lies inside the root's real path (a link leading
+  out of the tree is left out); symlinked directories are not entered; when the root is `/`,
+  `/proc`, `/sys` and `/dev` are skipped;
+- names keep every byte: decoded like `os.fsdecode` (UTF-8, `surrogateescape`);
+- a root that cannot be entered raises the builtin error for it (`FileNotFoundError`,
+  `NotADirectoryError`, `PermissionError`, filename = the path given); a part of the tree
+  that cannot be read raises `OSError` (never a silently partial list).
+
+`glob(pattern)` matches the walk's relative paths with `compile_glob` (the dialect is written
+there). Deep Agents' glob tool matches the same walk with deepagents' own public matcher, so
+its dialect stays the installed release's.
+"""
+
+from __future__ import annotations
+
+import errno
+import re
+from collections.abc import Callable
+from typing import Final
+
+from opensandbox_core import _validate
+from opensandbox_core._commands._encoded import run_bytes
+from opensandbox_core._commands._run import Commands
+from opensandbox_core._errors import new_path_error
+from opensandbox_core._types import FileMatch
+
+__all__ = ["WALK", "compile_glob", "glob", "parse_walk", "walk_files"]
+
+WALK: Final = r"""
+if ! cd -P -- "$1" 2>/dev/null; then
+  ls -d -- "$1/" >/dev/null || exit 3
+  echo "walk: cd: $1: Permission denied" >&2
+  exit 3
+fi
+printf '%s\0' "$PWD"
+set --
+if [ "$PWD" = / ]; then set -- \( -path ./proc -o -path ./sys -o -path ./dev \) -prune -o; fi
+exec find . -mindepth 1 "$@" \( -type f -o -type l \) -exec sh -c '
+for p do
+  if [ -L "$p" ]; then
+    [ -f "$p" ] || continue
+    t=$(readlink -f -- "$p" && echo .) || continue
+    printf "l%s\0%s\0" "${p#./}" "${t%??}"
+  else
+    printf "f%s\0" "${p#./}"
+  fi
+done' walk {} +
+"""
+"""The walk: the root's real path, then `f<path>` and `l<path>`, `<real path>` records."""
+_C_LOCALE: Final = {"LC_ALL": "C"}
+_ROOT_ERRORS: Final = (
+    # strerror in a shell's `cd` message (C locale)  ->  the builtin error for the root
+    ("No such file or directory", FileNotFoundError, errno.ENOENT),
+    ("Not a directory", NotADirectoryError, errno.ENOTDIR),
+    ("Permission denied", PermissionError, errno.EACCES),
+)
+
+
+async def walk_files(commands: Commands, path: str) -> list[FileMatch]:
+    """Every regular file under `path` (see the module docstring), sorted by relative path."""
+    root = _validate.path(path)
+    result = await run_bytes(
+        commands, ["sh", "-c", WALK, "walk", root], cwd=None, env=_C_LOCALE, timeout=600
+    )
+    return parse_walk(root, result.exit_code, result.stdout, result.stderr)
+
+
+def parse_walk(root: str, exit_code: int, stdout: bytes, stderr: str) -> list[FileMatch]:
+    """The files `WALK` found under `root`, from its exit code and output (or the error)."""
+    message = stderr.strip()
+    if exit_code == 3:
+        for text, cls, code in _ROOT_ERRORS:
+            if message.endswith(text):
+                raise new_path_error(cls, code, root)
+        raise OSError(errno.EIO, f"could not enter the directory ({message[-200:]})", root)
+    if exit_code != 0:
+        code = errno.EACCES if "Permission denied" in message else errno.EIO
+        raise OSError(code, f"could not walk the whole tree ({message[-300:]})", root)
+    records = [item.decode("utf-8", "surrogateescape") for item in stdout.split(b"\0")]
+    if len(records) < 2 or records[-1] != "":
+        raise OSError(errno.EIO, "the walk's output was cut short", root)
+    real_root, rest = records[0], iter(records[1:-1])
+    inside = real_root if real_root.endswith("/") else real_root + "/"
+    base = root.rstrip("/") or "/"
+    found: list[FileMatch] = []
+    for record in rest:
+        kind, relative = record[:1], record[1:]
+        if kind == "l":
+            real = next(rest, "")
+            if real != real_root and not real.startswith(inside):
+                continue  # a link that leads out of the tree
+        found.append(FileMatch(_join(base, relative), relative, is_symlink=kind == "l"))
+    found.sort(key=lambda match: match.relative)
+    return found
+
+
+def _join(base: str, relative: str) -> str:
+    return base + relative if base.endswith("/") else f"{base}/{relative}"
+
+
+async def glob(commands: Commands, pattern: str, path: str) -> list[FileMatch]:
+    """The files under `path` whose relative path matches `pattern` (`compile_glob`)."""
+    matches = compile_glob(pattern)
+    return [found for found in await walk_files(commands, path) if matches(found.relative)]
+
+
+def compile_glob(pattern: str) -> Callable[[str], bool]:
+    """A matcher for relative paths (`a/b/c.py`), in this dialect:
+
+    - a pattern without `/` matches the file's name at any depth (`*.py`); one with `/`
+      matches the whole relative path (`src/*.py`, `src/**/test_*.py`);
+    - `*` is any run of characters but `/`, `?` one character but `/`, `[abc]`, `[a-z]` and
+      `[!abc]` one of (or none of) a set, `{a,b}` either alternative (not nested);
+    - `**` as a whole segment is any number of directories, none included (`**/x`, `a/**/x`,
+      `a/**`);
+    - names starting with `.` are matched like any other; everything else is literal.
+    """
+    _validate.glob_pattern(pattern)
+    body = _translate(pattern.lstrip("/")) if "/" in pattern else _translate(pattern)
+    compiled = re.compile(body, re.DOTALL)
+    if "/" in pattern:
+        return lambda relative: compiled.fullmatch(relative) is not None
+    return lambda relative: compiled.fullmatch(relative.rsplit("/", 1)[-1]) is not None
+
+
+def _translate(pattern: str) -> str:
+    """The regular expression of a glob (see `compile_glob`)."""
+    parts: list[str] = []
+    segments = pattern.split("/")
+    for index, segment in enumerate(segments):
+        last = index == len(segments) - 1
+        if segment == "**":
+            parts.append(".*" if last else "(?:[^/]*/)*")
+            continue
+        parts.append(_segment(segment) + ("" if last else "/"))
+    return "".join(parts)
+
+
+def _segment(segment: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(segment):
+        char = segment[i]
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[" and (end := _class_end(segment, i)) > 0:
+            inner = segment[i + 1 : end]
+            negate = inner[:1] in ("!", "^")
+            inner = inner[1:] if negate else inner
+            escaped = inner.replace("\\", "\\\\").replace("[", "\\[")
+            out.append(f"[{'^/' if negate else ''}{escaped}]")
+            i = end
+        elif char == "{" and (end := segment.find("}", i)) > 0:
+            options = segment[i + 1 : end].split(",")
+            out.append("(?:" + "|".join(_segment(option) for option in options) + ")")
+            i = end
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "".join(out)
+
+
+def _class_end(segment: str, start: int) -> int:
+    """The index of the `]` closing the class opened at `start`, or -1 (then `[` is literal)."""
+    i = start + 1
+    if i < len(segment) and segment[i] in "!^":
+        i += 1
+    if i < len(segment) and segment[i] == "]":
+        i += 1  # a `]` first in the class is a member
+    end = segment.find("]", i)
+    return end
