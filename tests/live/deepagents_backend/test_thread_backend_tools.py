@@ -116,6 +116,8 @@ READS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("download_files", ([f"{ROOT}/a.txt", f"{ROOT}/missing", "relative"],), {}),
     ("execute", ("printf 'out\\n'; printf 'err\\n' >&2; exit 3",), {}),
     ("execute", ("sleep 5",), {"timeout": 1}),
+    ("execute_with_offload", ("seq 1 3000", f"{ROOT}-offload/big"), {"max_inline_bytes": 100}),
+    ("execute_with_offload", ("echo small", f"{ROOT}-offload/small"), {"max_inline_bytes": 100}),
 ]
 
 

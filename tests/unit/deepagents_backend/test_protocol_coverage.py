@@ -74,13 +74,9 @@ def inherited_operations(cls: type) -> dict[str, str]:
     return inherited
 
 
-# Implemented natively by the next commit of this branch (step 2 of issue 29).
-PENDING = {"execute_with_offload", "aexecute_with_offload"}
-
-
 @pytest.mark.parametrize("cls", exported_backends(), ids=lambda c: c.__name__)
 def test_no_operation_is_inherited_from_deepagents(cls: type) -> None:
-    inherited = {n: o for n, o in inherited_operations(cls).items() if n not in PENDING}
+    inherited = inherited_operations(cls)
     assert inherited == {}, f"{cls.__name__} inherits these from deepagents: {inherited}"
 
 

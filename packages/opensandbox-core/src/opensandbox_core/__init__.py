@@ -12,6 +12,7 @@ given. See `docs/core.md` for the guide.
 """
 
 from ._commands._background import BackgroundProcess, OutputChunk, ProcessStatus
+from ._commands._offload import OffloadedRun
 from ._config import Connection, SandboxSpec
 from ._create import EgressRule, NetworkPolicy, Volume
 from ._errors import (
@@ -66,6 +67,7 @@ __all__ = [
     "Framing",
     "InsecureSandboxWarning",
     "NetworkPolicy",
+    "OffloadedRun",
     "OpenSandboxError",
     "OutputCallback",
     "OutputChunk",

@@ -199,6 +199,7 @@ class SandboxSession(SessionInfo):
 
     # -- commands -----------------------------------------------------------------------------
     run = _blocking(AsyncSandboxSession.run)
+    run_offloaded = _blocking(AsyncSandboxSession.run_offloaded)
 
     def start_background(
         self,

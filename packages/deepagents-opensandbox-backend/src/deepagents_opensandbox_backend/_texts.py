@@ -1,0 +1,54 @@
+"""The texts of deepagents' `BaseSandbox` that agents see, as this package re-renders them.
+
+Where a native operation answers instead of BaseSandbox's `python3 -c` script, the agent must
+read the same words, so they are written here, once. They match deepagents 0.7.30, 0.7.31 and
+0.7.32 (`deepagents/backends/sandbox.py` is the same in the three releases; read 2026-12-02);
+the differential tests against BaseSandbox's public methods (`tests/live/deepagents_backend/
+test_native_tools.py`, run at both ends of the range by `nox -s deepagents`) fail when a release
+changes one. Texts that deepagents publishes (`TRUNCATION_MARKER_TEMPLATE`) are imported.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from deepagents.backends.utils import TRUNCATION_MARKER_TEMPLATE
+
+__all__ = [
+    "OFFLOAD_CLIP",
+    "OFFLOAD_CLIP_CAPPED",
+    "OFFLOAD_EXCERPT_CLIP",
+    "OFFLOAD_HEAD_BYTES",
+    "OFFLOAD_HEAD_LINES",
+    "OFFLOAD_MAX_CAPTURE_BYTES",
+    "OFFLOAD_TAIL_BYTES",
+    "OFFLOAD_TAIL_LINES",
+    "TRUNCATION_MARKER_TEMPLATE",
+]
+
+# -- execute_with_offload: the preview of an output left in the sandbox ----------------------
+# `BaseSandbox.execute_with_offload` (enable_capture_offload): output over `max_inline_bytes`
+# stays at `capture_path`; the preview is the first and last lines around a marker, or, with
+# few lines, a leading byte excerpt that ends in a notice.
+
+OFFLOAD_HEAD_LINES: Final = 5
+OFFLOAD_TAIL_LINES: Final = 5
+OFFLOAD_HEAD_BYTES: Final = 2000
+OFFLOAD_TAIL_BYTES: Final = 2000
+OFFLOAD_MAX_CAPTURE_BYTES: Final = 10 * 1024 * 1024
+"""The cap of a captured output when the caller passes `max_capture_bytes=None`."""
+
+OFFLOAD_CLIP: Final = (
+    "... [output clipped here; {captured_bytes} bytes total, full output at the path above] ..."
+)
+"""After a leading byte excerpt shorter than the output."""
+OFFLOAD_CLIP_CAPPED: Final = (
+    "... [output clipped here; capture stopped at its {captured_bytes}-byte limit, so the file "
+    "at the path above is also incomplete] ..."
+)
+"""`OFFLOAD_CLIP` when the output reached the capture cap (`captured_bytes` is the cap)."""
+OFFLOAD_EXCERPT_CLIP: Final = (
+    "... [the excerpts above and below are byte-capped, so the lines bordering this marker may "
+    "be cut mid-line] ..."
+)
+"""Before the marker, when the head or tail lines exceed their byte budget."""
