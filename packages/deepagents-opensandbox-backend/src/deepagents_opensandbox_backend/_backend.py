@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Self, Unpack
 
-from deepagents.backends.protocol import ExecuteResponse
+from deepagents.backends.protocol import ExecuteOffloadResult, ExecuteResponse
 
 from opensandbox_core import (
     DEFAULT,
@@ -56,6 +56,7 @@ from opensandbox_core import (
 
 from ._filesystem import NativeFiles, plain_requested
 from ._mapping import combined_output, execute_timeout
+from ._offload import PREVIEW_BYTES, offload_result, timed_out_result
 from ._options import (
     DEFAULT_IMAGE,
     AttachOptions,
@@ -63,6 +64,7 @@ from ._options import (
     takes_options,
     takes_options_after_id,
 )
+from ._texts import OFFLOAD_MAX_CAPTURE_BYTES
 
 __all__ = ["DEFAULT_IMAGE", "OpenSandboxBackend"]
 
@@ -100,6 +102,9 @@ class OpenSandboxBackend(NativeFiles):
     The constructor wraps an existing `opensandbox_core.AsyncSandboxSession` and does no I/O;
     the first operation creates or attaches. `stderr_prefix` is `create()`'s option of that name.
     """
+
+    enable_capture_offload = True
+    """`execute_with_offload` leaves a large output in the sandbox (the core's output capture)."""
 
     def __init__(self, session: AsyncSandboxSession, *, stderr_prefix: str | None = None) -> None:
         if not isinstance(session, AsyncSandboxSession):
@@ -331,6 +336,63 @@ class OpenSandboxBackend(NativeFiles):
         return ExecuteResponse(
             output=output, exit_code=result.exit_code, truncated=result.truncated
         )
+
+    def execute_with_offload(
+        self,
+        command: str,
+        capture_path: str,
+        *,
+        max_inline_bytes: int,
+        max_capture_bytes: int | None = None,
+        timeout: int | None = None,
+    ) -> ExecuteOffloadResult:
+        """Run a shell command, leaving an output over `max_inline_bytes` in the sandbox at
+        `capture_path` (stdout and stderr as they interleave, byte-exact, capped at
+        `max_capture_bytes`, 10 MiB by default) and returning a preview of it, as the protocol
+        documents (`_offload.py`); a smaller output comes back whole and leaves no file.
+        `timeout` as for `execute()`; a timed-out command is reported like there (exit code 124,
+        not offloaded; what it printed stays at `capture_path`). Where `capture_path` cannot
+        be written, the command runs as `execute()` and its output comes back whole.
+        `stderr_prefix` does not apply: the file holds what was printed."""
+        return self._run(
+            self.aexecute_with_offload(
+                command,
+                capture_path,
+                max_inline_bytes=max_inline_bytes,
+                max_capture_bytes=max_capture_bytes,
+                timeout=timeout,
+            )
+        )
+
+    async def aexecute_with_offload(
+        self,
+        command: str,
+        capture_path: str,
+        *,
+        max_inline_bytes: int,
+        max_capture_bytes: int | None = None,
+        timeout: int | None = None,
+    ) -> ExecuteOffloadResult:
+        """`execute_with_offload()` on the caller's event loop."""
+        limit: Any = DEFAULT if timeout is None else execute_timeout(timeout)
+        cap = OFFLOAD_MAX_CAPTURE_BYTES if max_capture_bytes is None else max_capture_bytes
+        try:
+            run = await self._session.run_offloaded(
+                command,
+                capture_path,
+                max_bytes=cap,
+                inline_limit=max_inline_bytes,
+                preview_bytes=PREVIEW_BYTES,
+                timeout=limit,
+            )
+        except CommandTimeoutError as exc:
+            return timed_out_result(exc, capture_path)
+        except OSError as exc:
+            # `capture_path` cannot be written (nothing ran): the output comes back whole.
+            logger.warning("Could not offload a command's output to %s (%s)", capture_path, exc)
+            response = await self._execute(command, timeout, plain=False)
+            return ExecuteOffloadResult(offloaded=False, response=response)
+        return offload_result(run)
 
     # -- directory upload -------------------------------------------------------------------
     def upload_dir(

@@ -1,4 +1,5 @@
-"""BaseSandbox's texts, the ones agents see, in one module: what the native tools answer must read
+"""BaseSandbox's texts, the ones agents see, in one module (read pages, ls/edit, the
+execute_with_offload preview): what the native tools answer must read
 exactly as `deepagents.backends.sandbox.BaseSandbox`'s own scripts print it.
 
 Matches deepagents 0.7.30 to 0.7.32 (the package's range is `>=0.7.30,<0.8`; `nox -s
@@ -28,10 +29,20 @@ from typing import Final
 
 from deepagents.backends.protocol import FileData, ReadResult
 from deepagents.backends.sandbox import MAX_OUTPUT_BYTES, TRUNCATION_MSG
+from deepagents.backends.utils import TRUNCATION_MARKER_TEMPLATE
 
 from opensandbox_core import LinePage
 
 __all__ = [
+    "OFFLOAD_CLIP",
+    "OFFLOAD_CLIP_CAPPED",
+    "OFFLOAD_EXCERPT_CLIP",
+    "OFFLOAD_HEAD_BYTES",
+    "OFFLOAD_HEAD_LINES",
+    "OFFLOAD_MAX_CAPTURE_BYTES",
+    "OFFLOAD_TAIL_BYTES",
+    "OFFLOAD_TAIL_LINES",
+    "TRUNCATION_MARKER_TEMPLATE",
     "BASE64_LIMIT",
     "EFFECTIVE_LIMIT",
     "EMPTY_FILE_REMINDER",
@@ -95,3 +106,31 @@ def read_result(page: LinePage) -> ReadResult:
         end_line=page.end,
         next_offset=page.next_offset,
     )
+
+
+# -- execute_with_offload: the preview of an output left in the sandbox ----------------------
+# `BaseSandbox.execute_with_offload` (enable_capture_offload): output over `max_inline_bytes`
+# stays at `capture_path`; the preview is the first and last lines around a marker, or, with
+# few lines, a leading byte excerpt that ends in a notice.
+
+OFFLOAD_HEAD_LINES: Final = 5
+OFFLOAD_TAIL_LINES: Final = 5
+OFFLOAD_HEAD_BYTES: Final = 2000
+OFFLOAD_TAIL_BYTES: Final = 2000
+OFFLOAD_MAX_CAPTURE_BYTES: Final = 10 * 1024 * 1024
+"""The cap of a captured output when the caller passes `max_capture_bytes=None`."""
+
+OFFLOAD_CLIP: Final = (
+    "... [output clipped here; {captured_bytes} bytes total, full output at the path above] ..."
+)
+"""After a leading byte excerpt shorter than the output."""
+OFFLOAD_CLIP_CAPPED: Final = (
+    "... [output clipped here; capture stopped at its {captured_bytes}-byte limit, so the file "
+    "at the path above is also incomplete] ..."
+)
+"""`OFFLOAD_CLIP` when the output reached the capture cap (`captured_bytes` is the cap)."""
+OFFLOAD_EXCERPT_CLIP: Final = (
+    "... [the excerpts above and below are byte-capped, so the lines bordering this marker may "
+    "be cut mid-line] ..."
+)
+"""Before the marker, when the head or tail lines exceed their byte budget."""

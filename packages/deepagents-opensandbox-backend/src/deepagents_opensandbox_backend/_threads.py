@@ -34,15 +34,6 @@ import threading
 import time
 from collections.abc import Callable
 
-from deepagents.backends.protocol import (
-    ExecuteResponse,
-    FileDownloadResponse,
-    FileUploadResponse,
-    ReadResult,
-    WriteResult,
-)
-from deepagents.backends.sandbox import BaseSandbox
-
 from opensandbox_core import (
     SandboxSummary,
     SandboxUnavailableError,
@@ -57,6 +48,7 @@ from opensandbox_core import (
 from opensandbox_core.metadata import NAMESPACE_KEY, THREAD_KEY
 
 from ._backend import OpenSandboxBackend
+from ._forward import ForwardingBackend
 from ._options import ThreadOptions, takes_options
 
 __all__ = ["NAMESPACE_METADATA_KEY", "THREAD_METADATA_KEY", "ThreadSandboxBackend"]
@@ -79,7 +71,7 @@ def _order(summary: SandboxSummary) -> tuple[float, str]:
     return (summary.created_at.timestamp(), summary.id)
 
 
-class ThreadSandboxBackend(BaseSandbox):
+class ThreadSandboxBackend(ForwardingBackend):
     """A Deep Agents backend that gives every LangGraph thread a sandbox of its own.
 
     ```python
@@ -330,49 +322,9 @@ class ThreadSandboxBackend(BaseSandbox):
             if future.done() and future.exception() is None:
                 await future.result().aclose()
 
-    # -- the operations, forwarded to the current thread's sandbox ---------------------------
+    # -- the sandbox every operation runs on (`ForwardingBackend`) ---------------------------
     def _current(self) -> OpenSandboxBackend:
         return self.for_thread(self.current_thread_id())
 
     async def _acurrent(self) -> OpenSandboxBackend:
         return await self.afor_thread(self.current_thread_id())
-
-    def execute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
-        """Run a shell command in the current thread's sandbox (see `OpenSandboxBackend.execute`)."""
-        return self._current().execute(command, timeout=timeout)
-
-    async def aexecute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
-        """`execute()` on the caller's event loop."""
-        return await (await self._acurrent()).aexecute(command, timeout=timeout)
-
-    def upload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
-        """Write files in the current thread's sandbox; one result per file, in order."""
-        return self._current().upload_files(files)
-
-    async def aupload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
-        """`upload_files()` on the caller's event loop."""
-        return await (await self._acurrent()).aupload_files(files)
-
-    def download_files(self, paths: list[str]) -> list[FileDownloadResponse]:
-        """Read files from the current thread's sandbox; one result per file, in order."""
-        return self._current().download_files(paths)
-
-    async def adownload_files(self, paths: list[str]) -> list[FileDownloadResponse]:
-        """`download_files()` on the caller's event loop."""
-        return await (await self._acurrent()).adownload_files(paths)
-
-    def write(self, file_path: str, content: str) -> WriteResult:
-        """Create or overwrite a text file in the current thread's sandbox (native upload)."""
-        return self._current().write(file_path, content)
-
-    async def awrite(self, file_path: str, content: str) -> WriteResult:
-        """`write()` on the caller's event loop."""
-        return await (await self._acurrent()).awrite(file_path, content)
-
-    def read(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
-        """A page of a file in the current thread's sandbox (native download)."""
-        return self._current().read(file_path, offset, limit)
-
-    async def aread(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
-        """`read()` on the caller's event loop."""
-        return await (await self._acurrent()).aread(file_path, offset, limit)

@@ -12,6 +12,7 @@ given. See `docs/core.md` for the guide.
 """
 
 from ._commands._background import BackgroundProcess, OutputChunk, ProcessStatus
+from ._commands._offload import OffloadedRun
 from ._config import Connection, SandboxSpec
 from ._create import EgressRule, NetworkPolicy, Volume
 from ._errors import (
@@ -73,6 +74,7 @@ __all__ = [
     "LinePage",
     "NetworkPolicy",
     "NotTextError",
+    "OffloadedRun",
     "OpenSandboxError",
     "OutputCallback",
     "OutputChunk",

@@ -255,6 +255,10 @@ _PATH_ERRORS: tuple[tuple[str, type[OSError], int], ...] = (
     ("file not found", FileNotFoundError, errno.ENOENT),
     ("path not found", FileNotFoundError, errno.ENOENT),
     ("not a directory", NotADirectoryError, errno.ENOTDIR),
+    # A shell redirection into a missing directory: dash "Directory nonexistent", busybox
+    # ash "nonexistent directory".
+    ("directory nonexistent", FileNotFoundError, errno.ENOENT),
+    ("nonexistent directory", FileNotFoundError, errno.ENOENT),
     ("is a directory", IsADirectoryError, errno.EISDIR),
     ("permission denied", PermissionError, errno.EACCES),
     ("operation not permitted", PermissionError, errno.EPERM),

@@ -35,6 +35,7 @@ from typing import Any, Final, Unpack
 from . import _validate
 from ._commands._background import BackgroundProcess, start_background
 from ._commands._encoded import run_bytes
+from ._commands._offload import OFFLOAD_MAX_BYTES, OffloadedRun, run_offloaded
 from ._commands._run import Commands, OutputCallback
 from ._config import Connection, SandboxSpec
 from ._defaults import (
@@ -355,6 +356,44 @@ class AsyncSandboxSession(SessionInfo):
         """The files of `walk_files(path)` whose relative path matches `pattern`: `*.py` (a
         name at any depth), `src/**/*.ts`, `{a,b}`, `[!x]`; see docs/core.md, "Finding files"."""
         return await _glob.glob(self._commands, pattern, path)
+    async def run_offloaded(
+        self,
+        command: str | Sequence[str],
+        path: str,
+        *,
+        max_bytes: int = OFFLOAD_MAX_BYTES,
+        inline_limit: int = 0,
+        preview_bytes: int = 4096,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | _Default | None = DEFAULT,
+    ) -> OffloadedRun:
+        """Run a command with its output (stdout and stderr as they interleave) going to the
+        file `path` in the sandbox, which keeps it: for output too big to move, or to show.
+
+        The file holds at most `max_bytes` (default 10 MiB) of the output, exactly as printed;
+        more is discarded without stopping the command (`truncated=True`). Returns the exit
+        code, the file's size and line count, and its first and last `preview_bytes` bytes; an
+        output of at most `inline_limit` bytes comes back whole as `output` and its file is
+        deleted. Parents of `path` are created; a path that cannot be written raises the
+        builtin `OSError` and runs nothing. `timeout`, `cwd` and `env` as for `run()`; after a
+        timeout the file keeps the output but for what `head` still buffered (a few KiB at
+        most). Needs only `sh`, `head`, `cat` and `wc` in the image. See docs/core.md, "Output
+        offload".
+        """
+        return await run_offloaded(
+            self._commands,
+            self._files,
+            self._transfers,
+            command,
+            path,
+            max_bytes=max_bytes,
+            inline_limit=inline_limit,
+            preview_bytes=preview_bytes,
+            cwd=cwd,
+            env=env,
+            timeout=self._commands.default_timeout if isinstance(timeout, _Default) else timeout,
+        )
 
     # -- files (the `_filesystem` and `_transfers` facets) -----------------------------------
     async def realpath(self, path: str) -> str:

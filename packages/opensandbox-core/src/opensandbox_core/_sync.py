@@ -200,6 +200,7 @@ class SandboxSession(SessionInfo):
     # -- commands -----------------------------------------------------------------------------
     run = _blocking(AsyncSandboxSession.run)
     run_bytes = _blocking(AsyncSandboxSession.run_bytes)
+    run_offloaded = _blocking(AsyncSandboxSession.run_offloaded)
 
     def start_background(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -13,6 +14,8 @@ import httpx
 
 from opensandbox_core import _validate
 from opensandbox_core._commands._capture import CAPTURE_ENV, MARKER, paths_of
+from opensandbox_core._commands._offload import MARKER as OFFLOAD_MARKER
+from opensandbox_core._commands._offload import OFFLOAD_ENV, cap_of
 from opensandbox_core._config import Connection
 
 from . import _routes
@@ -266,7 +269,10 @@ class FakeOpenSandbox:
         # The core's output capture (`opensandbox_core._capture`): the caller's command is in the
         # environment, its output goes to two files, and the events carry one marker line.
         captured = paths_of(text) if CAPTURE_ENV in env else None
-        if captured is not None:
+        # Output offload (`_offload`): the command in the environment, its output to a file.
+        cap = cap_of(text) if OFFLOAD_ENV in env else None
+        offload = (env.pop(OFFLOAD_ENV), cap) if cap is not None else None
+        if captured is not None or offload is not None:
             text = env.pop(CAPTURE_ENV)
         command = FakeCommand(
             command=text,
@@ -286,6 +292,8 @@ class FakeOpenSandbox:
             return _routes.error(400, "INVALID_REQUEST_BODY", message)
         outcome = (self.on_command(command) if self.on_command else None) or canned(command)
         execution_id = uuid.uuid4().hex
+        if offload is not None:
+            outcome = _offloaded(box, outcome, *offload)
         stream = self._stream(box, execution_id, command, outcome, request, captured)
         return httpx.Response(200, headers={"Content-Type": "text/event-stream"}, content=stream)
 
@@ -355,3 +363,13 @@ class FakeOpenSandbox:
         while waited < seconds and execution_id not in box.interrupted:
             await asyncio.sleep(min(step, seconds - waited))
             waited += step
+
+
+def _offloaded(box: FakeSandbox, outcome: FakeOutcome, path: str, cap: int) -> FakeOutcome:
+    """What the offload wrapper does with `outcome`: its output (stdout, then stderr) to the
+    file `path`, capped, and one marker line instead."""
+    data = (outcome.stdout + outcome.stderr)[:cap]
+    box.files[path] = FakeFile(data, 0o644)
+    lines = data.count(b"\n")
+    marker = f"{OFFLOAD_MARKER} {outcome.exit_code} {lines} {len(data)}\n"
+    return dataclasses.replace(outcome, stdout=marker.encode(), stderr=b"")
