@@ -34,6 +34,9 @@ from deepagents.backends.utils import TRUNCATION_MARKER_TEMPLATE
 from opensandbox_core import LinePage
 
 __all__ = [
+    "BASE64_LIMIT",
+    "EFFECTIVE_LIMIT",
+    "EMPTY_FILE_REMINDER",
     "OFFLOAD_CLIP",
     "OFFLOAD_CLIP_CAPPED",
     "OFFLOAD_EXCERPT_CLIP",
@@ -42,11 +45,8 @@ __all__ = [
     "OFFLOAD_MAX_CAPTURE_BYTES",
     "OFFLOAD_TAIL_BYTES",
     "OFFLOAD_TAIL_LINES",
-    "TRUNCATION_MARKER_TEMPLATE",
-    "BASE64_LIMIT",
-    "EFFECTIVE_LIMIT",
-    "EMPTY_FILE_REMINDER",
     "TEXT_SUFFIXES",
+    "TRUNCATION_MARKER_TEMPLATE",
     "as_base64",
     "past_the_end",
     "read_error",

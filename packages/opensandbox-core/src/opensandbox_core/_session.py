@@ -356,6 +356,7 @@ class AsyncSandboxSession(SessionInfo):
         """The files of `walk_files(path)` whose relative path matches `pattern`: `*.py` (a
         name at any depth), `src/**/*.ts`, `{a,b}`, `[!x]`; see docs/core.md, "Finding files"."""
         return await _glob.glob(self._commands, pattern, path)
+
     async def run_offloaded(
         self,
         command: str | Sequence[str],
