@@ -1,9 +1,10 @@
 """A DBOS worker process for `test_durable.py`: one durable agent run, optionally crashing midway.
 
-argv: <sqlite path> <workflow id> <image> <crash: 0|1>. With crash=1 the process dies (os._exit)
-inside the second model step, after the sandbox was created and a file written in it. Launched
-again without crash, DBOS recovers the pending workflow from SQLite and finishes it. Prints one
-JSON line: the workflow's result.
+argv: <sqlite path> <workflow id> <image> <crash: 0|1|fail>. With crash=1 the process dies
+(os._exit) inside the second model step, after the sandbox was created and a file written in it.
+Launched again without crash, DBOS recovers the pending workflow from SQLite and finishes it.
+Prints one JSON line: the workflow's result. With `fail` the model raises in that step instead:
+the durable run fails (exit 3), and its sandbox must stay, for the engine may resume the run.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from pydantic_ai_harness.shell import Shell
 
 from pydantic_ai_opensandbox import OpenSandbox
 
-db, workflow_id, image, crash = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+db, workflow_id, image, mode = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+crash = mode == "1"
 
 
 def returns(messages: list[ModelMessage]) -> list[str]:
@@ -43,6 +45,8 @@ def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     if len(seen) == 1:
         if crash:
             os._exit(17)  # the worker dies mid-run
+        if mode == "fail":
+            raise RuntimeError("the model failed mid-run")
         return ModelResponse(
             parts=[ToolCallPart("run_command", {"command": "cat marker.txt"}, "c2")]
         )
@@ -67,9 +71,12 @@ async def main() -> None:
     DBOS(config={"name": "osb-durable-test", "system_database_url": f"sqlite:///{db}"})
     DBOS.launch()
     try:
-        if crash:
+        if crash or mode == "fail":
             with __import__("dbos").SetWorkflowID(workflow_id):
-                await durable_run("Leave a marker and read it back.")
+                try:
+                    await durable_run("Leave a marker and read it back.")
+                except RuntimeError:
+                    sys.exit(3)
         else:
             # Recovery of the pending workflow starts at launch; wait for its result.
             handle = await DBOS.retrieve_workflow_async(workflow_id)

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.daemon_neutral
 WORKER = Path(__file__).with_name("_dbos_worker.py")
 
 
-def _worker(db: Path, workflow_id: str, crash: bool) -> subprocess.CompletedProcess[str]:
+def _worker(db: Path, workflow_id: str, crash: bool | str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
             sys.executable,
@@ -36,7 +36,7 @@ def _worker(db: Path, workflow_id: str, crash: bool) -> subprocess.CompletedProc
             str(db),
             workflow_id,
             "python:3.13-slim",
-            "1" if crash else "0",
+            crash if isinstance(crash, str) else "1" if crash else "0",
         ],
         capture_output=True,
         text=True,
@@ -67,4 +67,21 @@ async def test_dbos_run_survives_a_worker_crash_in_the_same_sandbox(tmp_path: Pa
         assert after == created, "recovery reattached instead of creating another sandbox"
     finally:
         for sandbox_id in created | ({s.id for s in await list_sandboxes(metadata=tag)} - before):
+            await destroy_sandbox(sandbox_id)
+
+
+async def test_a_failed_durable_run_keeps_its_sandbox(tmp_path: Path) -> None:
+    # Under a durable engine the run may be resumed, in the same sandbox: the capability tells
+    # (through pydantic-ai's public BaseDurabilityCapability) and does not delete it. The same
+    # failure without an engine deletes it (test_pydantic_failed_runs.py).
+    tag = {CREATE_METADATA_KEY: "true"}
+    before = {s.id for s in await list_sandboxes(metadata=tag)}
+    created: set[str] = set()
+    try:
+        failed = _worker(tmp_path / "dbos.sqlite", f"osb-{uuid.uuid4().hex}", crash="fail")
+        assert failed.returncode == 3, failed.stderr[-3000:]
+        created = {s.id for s in await list_sandboxes(metadata=tag)} - before
+        assert len(created) == 1, "the failed durable run's sandbox was deleted"
+    finally:
+        for sandbox_id in created:
             await destroy_sandbox(sandbox_id)

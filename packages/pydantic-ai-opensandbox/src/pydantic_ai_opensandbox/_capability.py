@@ -54,21 +54,27 @@ class _SuppliedBackend(OpenSandboxBackend):
         self._close_after_operation = not owned
 
 
-def _innermost_backend(workspace: Workspace) -> tuple[WorkspaceBackend, bool]:
-    """The backend under the run's workspace, and whether a durable engine wraps it."""
-    try:
-        from pydantic_ai.durable_exec._workspace import DurableWorkspace
-    except ImportError:  # pragma: no cover - present in every supported pydantic-ai
-        durable_types: tuple[type, ...] = ()
-    else:
-        durable_types = (DurableWorkspace,)
-    durable = False
-    # Through `wrapped`, not `backend`: a durable workspace refuses `backend` in workflow code.
+def _innermost_backend(workspace: Workspace) -> WorkspaceBackend:
+    """The backend under the run's workspace (through `wrapped`, not `backend`: a durable
+    workspace refuses `backend` in workflow code)."""
     current: WorkspaceBackend = workspace
     while isinstance(current, Workspace):
-        durable = durable or isinstance(current, durable_types)
         current = current.wrapped if isinstance(current, WrapperWorkspace) else current.backend
-    return current, durable
+    return current
+
+
+def _durable(ctx: RunContext[Any]) -> bool:
+    """Whether a durable engine runs this run now, and so may resume it in the same sandbox.
+
+    Asked of the engines' public base class (the workspace wrapper they add is private)."""
+    from pydantic_ai.durable_exec import BaseDurabilityCapability
+
+    engines: list[BaseDurabilityCapability[Any]] = []
+    if ctx.agent is not None:
+        ctx.agent.root_capability.apply(
+            lambda c: engines.append(c) if isinstance(c, BaseDurabilityCapability) else None
+        )
+    return any(engine.in_durable_context for engine in engines)
 
 
 async def _destroy_after_failure(backend: _SuppliedBackend, error: BaseException) -> None:
@@ -260,7 +266,7 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
         self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler
     ) -> AgentRunResult[Any]:
         # Only the backend this run built: one passed as `workspace=` belongs to whoever built it.
-        backend, durable = _innermost_backend(ctx.workspace)
+        backend = _innermost_backend(ctx.workspace)
         owned = (
             backend
             if isinstance(backend, _SuppliedBackend) and backend.run_id == ctx.run_id
@@ -274,7 +280,7 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
             # A failed run returns no result, so nobody could find or delete the sandbox it
             # created. One it attached to (a ref, the message history) is never deleted, nor
             # is one under a durable engine, which may resume the run in it.
-            if owned is not None and not durable and owned.created_by_run:
+            if owned is not None and owned.created_by_run and not _durable(ctx):
                 await _destroy_after_failure(owned, error)
             raise
         finally:

@@ -79,14 +79,17 @@ class SessionLifecycle:
             )
 
     def _shared_sdk_config(self) -> ConnectionConfig:
-        """This loop's SDK config: its transport is the backend's, so a `Sandbox` never closes it."""
+        """This loop's SDK config: its transport is the backend's, so a `Sandbox` never closes it.
+
+        A config built with its `transport` given does not own it (the SDK's documented rule),
+        so the copy is built anew from the owned config's fields rather than copied."""
         loop = asyncio.get_running_loop()
         owned = self._sdk_configs.get(loop)
         if owned is None:
             owned = self._session.connection.build_sdk_config().with_transport_if_missing()
             self._sdk_configs[loop] = owned
-        shared = owned.model_copy()
-        shared._owns_transport = False
+        shared = type(owned)(**{name: getattr(owned, name) for name in owned.model_fields_set})
+        assert not shared.owns_transport and shared.transport is owned.transport
         return shared
 
     async def aclose(self) -> None:
