@@ -119,12 +119,14 @@ def test_a_root_that_cannot_be_walked_raises_its_error(tree: Path, tmp_path: Pat
 
 
 def test_output_cut_short_or_a_failed_walk_is_an_error() -> None:
-    with pytest.raises(OSError, match="cut short"):
-        parse_walk("/r", 0, b"/r\0fa", "")
+    for cut in (b"/r\0./a", b"/r\0./a\0", b"/r\0./a\0=\0./l\0"):
+        with pytest.raises(OSError, match="cut short"):
+            parse_walk("/r", 0, cut, "")
     with pytest.raises(PermissionError):
-        parse_walk("/r", 1, b"/r\0fa\0", "find: ./x: Permission denied")
-    assert parse_walk("/", 0, b"/\0fetc/hostname\0", "") == [
-        FileMatch("/etc/hostname", "etc/hostname")
+        parse_walk("/r", 4, b"/r\0./a\0", "find: ./x: Permission denied")
+    assert parse_walk("/", 0, b"/\0./etc/hostname\0=\0./l\0/etc/hostname\0", "") == [
+        FileMatch("/etc/hostname", "etc/hostname"),
+        FileMatch("/l", "l", is_symlink=True),
     ]
 
 

@@ -3,9 +3,9 @@
 The walk is one argv command (`sh -c WALK walk PATH`: the path is an argument, never part of
 the script), run through `run_bytes` (stdout as one base64 line: exact bytes, one round trip on
 line-framed execd). It needs a POSIX `sh`, `find` (`-mindepth`, `-type`, `-path`, `-prune`,
-`-exec {} +`), `readlink -f` and `base64`: GNU coreutils and findutils, or busybox alone; no
-python3. It prints the root's real path (`cd -P`), then one record per regular file (`f`) and
-per symlink to a regular file (`l`, with the link's real path), NUL-separated. In Python:
+`-print0`, `-exec {} +`), `readlink -f` and `base64`: GNU coreutils and findutils, or busybox
+alone; no python3. It prints the root's real path (`cd -P`), every regular file, then every
+symlink to a regular file with the link's real path, NUL-separated. In Python:
 
 - a symlink counts only when its real path lies inside the root's real path (a link leading
   out of the tree is left out); symlinked directories are not entered; when the root is `/`,
@@ -44,18 +44,18 @@ fi
 printf '%s\0' "$PWD"
 set --
 if [ "$PWD" = / ]; then set -- \( -path ./proc -o -path ./sys -o -path ./dev \) -prune -o; fi
-exec find . -mindepth 1 "$@" \( -type f -o -type l \) -exec sh -c '
+find . -mindepth 1 "$@" -type f -print0 || exit 4
+printf '=\0'
+exec find . -mindepth 1 "$@" -type l -exec sh -c '
 for p do
-  if [ -L "$p" ]; then
-    [ -f "$p" ] || continue
-    t=$(readlink -f -- "$p" && echo .) || continue
-    printf "l%s\0%s\0" "${p#./}" "${t%??}"
-  else
-    printf "f%s\0" "${p#./}"
-  fi
+  [ -f "$p" ] || continue
+  t=$(readlink -f -- "$p" && echo .) || continue
+  printf "%s\0%s\0" "$p" "${t%??}"
 done' walk {} +
 """
-"""The walk: the root's real path, then `f<path>` and `l<path>`, `<real path>` records."""
+"""The walk: the root's real path; `./<path>` of every regular file; `=`; then `./<path>`,
+`<real path>` of every symlink to a regular file. Two `find`s (the files printed by `find`
+itself, the few links resolved by `sh`), so the output never interleaves."""
 _C_LOCALE: Final = {"LC_ALL": "C"}
 _ROOT_ERRORS: Final = (
     # strerror in a shell's `cd` message (C locale)  ->  the builtin error for the root
@@ -86,19 +86,19 @@ def parse_walk(root: str, exit_code: int, stdout: bytes, stderr: str) -> list[Fi
         code = errno.EACCES if "Permission denied" in message else errno.EIO
         raise OSError(code, f"could not walk the whole tree ({message[-300:]})", root)
     records = [item.decode("utf-8", "surrogateescape") for item in stdout.split(b"\0")]
-    if len(records) < 2 or records[-1] != "":
+    if len(records) < 3 or records[-1] != "" or "=" not in records:
         raise OSError(errno.EIO, "the walk's output was cut short", root)
-    real_root, rest = records[0], iter(records[1:-1])
+    real_root, rest = records[0], records[1:-1]
+    split = rest.index("=")
+    files, links = rest[:split], rest[split + 1 :]
+    if len(links) % 2:
+        raise OSError(errno.EIO, "the walk's output was cut short", root)
     inside = real_root if real_root.endswith("/") else real_root + "/"
     base = root.rstrip("/") or "/"
-    found: list[FileMatch] = []
-    for record in rest:
-        kind, relative = record[:1], record[1:]
-        if kind == "l":
-            real = next(rest, "")
-            if real != real_root and not real.startswith(inside):
-                continue  # a link that leads out of the tree
-        found.append(FileMatch(_join(base, relative), relative, is_symlink=kind == "l"))
+    found = [FileMatch(_join(base, name[2:]), name[2:]) for name in files]
+    for name, real in zip(links[::2], links[1::2], strict=True):
+        if real == real_root or real.startswith(inside):  # else it leads out of the tree
+            found.append(FileMatch(_join(base, name[2:]), name[2:], is_symlink=True))
     found.sort(key=lambda match: match.relative)
     return found
 

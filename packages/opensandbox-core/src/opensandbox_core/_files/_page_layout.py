@@ -16,13 +16,28 @@ import re
 from itertools import accumulate
 from typing import Final, NamedTuple
 
-__all__ = ["SLACK", "TERMINATOR", "Laid", "NeedMore", "layout", "layout_any", "layout_lf"]
+__all__ = [
+    "PREFIX_BYTES",
+    "SLACK",
+    "TERMINATOR",
+    "Laid",
+    "NeedMore",
+    "Undecodable",
+    "layout",
+    "layout_any",
+    "layout_lf",
+    "valid_utf8",
+    "whole_page",
+]
 
 SLACK: Final = 16 * 1024
 """Bytes read past a page: a text reader's decoder reads ahead 8 KiB, and a `\\r\\n` may
 straddle."""
 TERMINATOR: Final = re.compile(rb"\r\n|\r|\n")
 """What ends a line: `\\r\\n`, `\\r` or `\\n`, as Python's universal newlines split them."""
+_TEXT_TERMINATOR: Final = re.compile(r"\r\n|\r|\n")
+PREFIX_BYTES: Final = 8192
+"""A file whose first 8 KiB are not UTF-8 is binary (`NotTextError.binary`)."""
 
 
 class NeedMore(Exception):
@@ -183,10 +198,6 @@ class Undecodable(Exception):
         self.binary = binary
 
 
-PREFIX_BYTES: Final = 8192
-"""A file whose first 8 KiB are not UTF-8 is binary (`NotTextError.binary`)."""
-
-
 def valid_utf8(data: bytes, *, final: bool) -> bool:
     """Whether `data` decodes as UTF-8 (`final=False`: a sequence cut at its end is fine)."""
     try:
@@ -227,6 +238,3 @@ def whole_page(raw: bytes, offset: int, limit: int, max_bytes: int) -> Laid:
     else:
         shown = len(page)
     return Laid(content.encode(), offset + shown, len(lines), truncated, len(raw), len(raw))
-
-
-_TEXT_TERMINATOR: Final = re.compile(r"\r\n|\r|\n")
