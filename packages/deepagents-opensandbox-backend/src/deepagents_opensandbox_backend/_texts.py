@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from deepagents.backends.protocol import GrepResult
 from deepagents.backends.utils import TRUNCATION_MARKER_TEMPLATE
 
 __all__ = [
@@ -24,6 +25,8 @@ __all__ = [
     "OFFLOAD_TAIL_BYTES",
     "OFFLOAD_TAIL_LINES",
     "TRUNCATION_MARKER_TEMPLATE",
+    "grep_error",
+    "grep_timed_out",
 ]
 
 # -- execute_with_offload: the preview of an output left in the sandbox ----------------------
@@ -52,3 +55,20 @@ OFFLOAD_EXCERPT_CLIP: Final = (
     "be cut mid-line] ..."
 )
 """Before the marker, when the head or tail lines exceed their byte budget."""
+
+
+# -- grep ------------------------------------------------------------------------------------
+
+
+def grep_error(path: str | None, detail: str) -> GrepResult:
+    """A grep whose command failed, or printed no record: `detail` is its output, else
+    `exit code N`."""
+    return GrepResult(error=f"Path '{path or '.'}': {detail}")
+
+
+def grep_timed_out(seconds: float) -> GrepResult:
+    """`agrep` past its time budget (`ASYNC_GREP_TIMEOUT`); used for `grep` too."""
+    return GrepResult(
+        error=f"Error: grep timed out after {seconds:g}s. Try a more specific pattern or a "
+        "narrower path."
+    )

@@ -26,6 +26,7 @@ from ._errors import (
     ServerError,
     UnsupportedDaemonError,
 )
+from ._files._grep import GrepMatch, GrepResult
 from ._files._upload import SECRET_PATTERNS, DirectoryUpload, UploadOptions, upload_directory
 from ._fleet._admin import SandboxSummary, destroy_sandbox, list_sandboxes, remove_sandboxes
 from ._fleet._pool import SandboxPool
@@ -65,6 +66,8 @@ __all__ = [
     "EgressRule",
     "FileInfo",
     "Framing",
+    "GrepMatch",
+    "GrepResult",
     "InsecureSandboxWarning",
     "NetworkPolicy",
     "OffloadedRun",

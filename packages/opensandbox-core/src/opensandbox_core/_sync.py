@@ -229,6 +229,7 @@ class SandboxSession(SessionInfo):
     write_bytes = _blocking(AsyncSandboxSession.write_bytes)
 
     read_range = _blocking(AsyncSandboxSession.read_range)
+    grep = _blocking(AsyncSandboxSession.grep)
     replace_text = _blocking(AsyncSandboxSession.replace_text)
     stat = _blocking(AsyncSandboxSession.stat)
     exists = _blocking(AsyncSandboxSession.exists)
