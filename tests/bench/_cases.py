@@ -16,6 +16,7 @@ from typing import Any
 
 from bench._machine import CpuMeter
 from bench._stats import Sample, interleave, quantile, ratio
+from bench._threads import thread_rows
 
 MIB = 1024 * 1024
 SIZES = {"4 KiB": 4096, "1 MiB": MIB, "8 MiB": 8 * MIB, "64 MiB": 64 * MIB}
@@ -634,9 +635,10 @@ async def deepagents_tools(ctx: Context) -> dict[str, Any]:
             "ls": "native: one argv `ls` command, escaped names as plain lines",
             "glob": "native: one `find` command as one base64 line, BaseSandbox's matcher",
             "edit": "native: download + execd's in-place /files/replace",
-            "grep": "native: BaseSandbox's own command, output as one base64 line (plain lines)",
+            "grep": "native: the core's literal grep, one argv command (find + grep -F)",
         }
         out["paged"] = await _paged_reads(ctx, f"{root}/paged")
+        out["threads"] = await thread_rows(ctx.image, files, ctx.reps(15, 5))
     finally:
         with contextlib.suppress(Exception):
             await ctx.core.remove(root)

@@ -64,6 +64,15 @@ def _tool_targets(tools: dict[str, Any] | None, add: Any) -> None:
             not math.isnan(value) and value >= GREP_NOISE,
             f"{kinds.get('grep', '')}; results compared equal on every call",
         )
+    threads = tools.get("threads") or {}
+    for op, value in threads.get("ratio", {}).items():
+        add(
+            f"Deep Agents thread backend `{op}` vs plain backend",
+            f"<= {threads['goal']:g}x",
+            _x(value),
+            not math.isnan(value) and value <= threads["goal"],
+            "ThreadSandboxBackend -> the thread's OpenSandboxBackend, same sandbox, interleaved",
+        )
     sizes = (tools.get("paged") or {}).get("sizes", {})
     eight = sizes.get("8 MiB")
     if eight:
@@ -346,6 +355,22 @@ def markdown(results: dict[str, Any]) -> str:
                 f"| `{op}` | {_cell(native)} | {_cell(base)} | {_x(speedup.get(op))} | "
                 f"{kinds.get(op, '-')} |"
             )
+        threads = tools.get("threads")
+        if threads:
+            lines += [
+                "",
+                "Thread backend: each tool through `ThreadSandboxBackend` and through the thread's "
+                "own `OpenSandboxBackend`, same sandbox, interleaved:",
+                "",
+                "| tool | thread backend | plain backend | ratio |",
+                "|---|---|---|---|",
+            ]
+            for op, variants in threads["ops"].items():
+                cells = list(variants.values())
+                lines.append(
+                    f"| `{op}` | {_cell(cells[0])} | {_cell(cells[1])} | "
+                    f"{_x(threads['ratio'].get(op))} |"
+                )
         paged = tools.get("paged")
         if paged:
             lines += [

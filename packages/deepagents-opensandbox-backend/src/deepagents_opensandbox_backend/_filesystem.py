@@ -6,8 +6,7 @@ hands the call to BaseSandbox's script. `write` is one native upload; `read` pag
 1 MiB by HTTP Range reads (opensandbox-core's `read_lines`, `_read_glob.py`); `ls` is one argv `ls` command and `edit` a download and
 execd's in-place `/files/replace` (`_tools.py`); `glob` one `find` command matched by
 deepagents' public include-glob matcher (`_read_glob.py`); `delete` the core's `remove` (execd's
-file API, recursive). `grep` is BaseSandbox's own command, its output returned as one plain
-line (`plain_output`).
+file API, recursive); `grep` the core's literal grep (`_grep.py`).
 
 Only public deepagents names are used. Where the installed deepagents release answers a case
 differently from others (a non-positive `limit`, an empty `old_string`, glob before 0.7.30,
@@ -28,6 +27,7 @@ from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from deepagents.backends.protocol import (
+    ASYNC_GREP_TIMEOUT,
     DeleteResult,
     EditResult,
     FileDownloadResponse,
@@ -40,8 +40,9 @@ from deepagents.backends.protocol import (
 )
 from deepagents.backends.sandbox import BaseSandbox
 
-from opensandbox_core import AsyncSandboxSession, run_blocking
+from opensandbox_core import DEFAULT, AsyncSandboxSession, run_blocking
 
+from ._grep import native_grep
 from ._mapping import check_transfer_path, transfer_error
 from ._read_glob import native_glob, native_read
 from ._texts import read_error, text_named
@@ -241,10 +242,9 @@ class NativeFiles(BaseSandbox):
         *,
         max_count: int | None = None,
     ) -> GrepResult:
-        """BaseSandbox's own `grep` (one command), its output returned as one plain line
-        (`plain_output`), so line-framed execd needs no second round trip for it."""
-        with plain_output():
-            return BaseSandbox.grep(self, pattern, path, glob, max_count=max_count)
+        """Lines holding the literal `pattern`, as BaseSandbox's `grep` finds them, from the
+        core's literal grep: one argv command, nothing read by a shell (`_grep.py`)."""
+        return self._run(self._agrep_within(pattern, path, glob, max_count, DEFAULT))
 
     async def agrep(
         self,
@@ -254,9 +254,26 @@ class NativeFiles(BaseSandbox):
         *,
         max_count: int | None = None,
     ) -> GrepResult:
-        """`grep()` on the caller's event loop (BaseSandbox's `agrep`, bounds included)."""
-        with plain_output():
-            return await BaseSandbox.agrep(self, pattern, path, glob, max_count=max_count)
+        """`grep()` on the caller's event loop, stopped after BaseSandbox's `agrep` budget."""
+        return await self._agrep_within(pattern, path, glob, max_count, ASYNC_GREP_TIMEOUT)
+
+    async def _agrep_within(
+        self,
+        pattern: str,
+        path: str | None,
+        glob: str | None,
+        max_count: int | None,
+        timeout: Any,
+    ) -> GrepResult:
+        return await native_grep(
+            self._session,
+            pattern,
+            path,
+            glob,
+            max_count=max_count,
+            exclude_dirs=self.grep_exclude_dirs,
+            timeout=timeout,
+        )
 
     def delete(self, file_path: str) -> DeleteResult:
         """Delete a file, symlink (not its target) or directory tree, natively (the core's

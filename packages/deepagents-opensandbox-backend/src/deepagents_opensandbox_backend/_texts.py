@@ -27,7 +27,7 @@ import base64
 import posixpath
 from typing import Final
 
-from deepagents.backends.protocol import FileData, ReadResult
+from deepagents.backends.protocol import FileData, GrepResult, ReadResult
 from deepagents.backends.sandbox import MAX_OUTPUT_BYTES, TRUNCATION_MSG
 from deepagents.backends.utils import TRUNCATION_MARKER_TEMPLATE
 
@@ -48,6 +48,8 @@ __all__ = [
     "TEXT_SUFFIXES",
     "TRUNCATION_MARKER_TEMPLATE",
     "as_base64",
+    "grep_error",
+    "grep_timed_out",
     "past_the_end",
     "read_error",
     "read_result",
@@ -134,3 +136,20 @@ OFFLOAD_EXCERPT_CLIP: Final = (
     "be cut mid-line] ..."
 )
 """Before the marker, when the head or tail lines exceed their byte budget."""
+
+
+# -- grep ------------------------------------------------------------------------------------
+
+
+def grep_error(path: str | None, detail: str) -> GrepResult:
+    """A grep whose command failed, or printed no record: `detail` is its output, else
+    `exit code N`."""
+    return GrepResult(error=f"Path '{path or '.'}': {detail}")
+
+
+def grep_timed_out(seconds: float) -> GrepResult:
+    """`agrep` past its time budget (`ASYNC_GREP_TIMEOUT`); used for `grep` too."""
+    return GrepResult(
+        error=f"Error: grep timed out after {seconds:g}s. Try a more specific pattern or a "
+        "narrower path."
+    )

@@ -27,6 +27,7 @@ from ._errors import (
     ServerError,
     UnsupportedDaemonError,
 )
+from ._files._grep import GrepMatch, GrepResult
 from ._files._upload import SECRET_PATTERNS, DirectoryUpload, UploadOptions, upload_directory
 from ._fleet._admin import SandboxSummary, destroy_sandbox, list_sandboxes, remove_sandboxes
 from ._fleet._pool import SandboxPool
@@ -70,6 +71,8 @@ __all__ = [
     "FileInfo",
     "FileMatch",
     "Framing",
+    "GrepMatch",
+    "GrepResult",
     "InsecureSandboxWarning",
     "LinePage",
     "NetworkPolicy",

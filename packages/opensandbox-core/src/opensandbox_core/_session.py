@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Final, Unpack
 
 from . import _validate
@@ -47,6 +47,7 @@ from ._defaults import (
 )
 from ._files import _glob
 from ._files._filesystem import FileSystem
+from ._files._grep import GrepResult, grep
 from ._files._pages import MAX_PAGE_BYTES, LineReader
 from ._files._transfers import Transfers
 from ._files._upload import DirectoryUpload, UploadOptions, upload_directory
@@ -420,6 +421,43 @@ class AsyncSandboxSession(SessionInfo):
     async def remove(self, path: str, *, recursive: bool = True) -> None:
         """Delete a file, symlink or directory tree. Refuses the working dir and its ancestors."""
         await self._files.remove(path, recursive=recursive)
+
+    async def grep(
+        self,
+        pattern: str | Sequence[str],
+        path: str = ".",
+        *,
+        glob: str | None = None,
+        include: Callable[[str], bool] | None = None,
+        exclude_dirs: Sequence[str] = (),
+        max_matches: int | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | _Default | None = DEFAULT,
+    ) -> GrepResult:
+        """The lines holding the literal `pattern` (or any of several) in the regular files
+        under `path` (or in `path`, a file), found in the sandbox by one argv command: nothing
+        is read by a shell, and the image needs only busybox. Returns `GrepResult`: matches in
+        walk order (depth first, directory order), each `GrepMatch(path, line, text)`.
+
+        `glob` filters files: without `/` by base name (`*.py`), with `/` by the path relative
+        to `path` (`src/**/*.py`); `include(relative_path)` is the same as a predicate.
+        `exclude_dirs` are directory names skipped below `path` (`[".git"]`); `max_matches`
+        cuts the result (`truncated=True`). Symlinks below `path` and binary files (NUL bytes)
+        are not searched; the sandbox's locale applies as in GNU grep (`env={"LC_ALL": "C"}`
+        takes every line as text). A missing `path` raises `FileNotFoundError`. See
+        docs/core.md, "Literal grep".
+        """
+        return await grep(
+            self._commands,
+            pattern,
+            path,
+            glob=glob,
+            include=include,
+            exclude_dirs=exclude_dirs,
+            max_matches=max_matches,
+            env=env,
+            timeout=self._commands.default_timeout if isinstance(timeout, _Default) else timeout,
+        )
 
     async def read_bytes(self, path: str, *, max_size: int | None = None) -> bytes:
         """The whole content of a file. Directories, FIFOs and devices raise instead of blocking."""

@@ -233,6 +233,7 @@ class SandboxSession(SessionInfo):
     read_lines = _blocking(AsyncSandboxSession.read_lines)
     walk_files = _blocking(AsyncSandboxSession.walk_files)
     glob = _blocking(AsyncSandboxSession.glob)
+    grep = _blocking(AsyncSandboxSession.grep)
     replace_text = _blocking(AsyncSandboxSession.replace_text)
     stat = _blocking(AsyncSandboxSession.stat)
     exists = _blocking(AsyncSandboxSession.exists)

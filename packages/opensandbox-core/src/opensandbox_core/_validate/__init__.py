@@ -25,15 +25,18 @@ Also there, for the core only (imported `as` themselves below, not in `__all__`)
 
 The core's own calls (`_calls`, core only): `volume`, `egress_rule`, `network_policy`,
 `create_options` (a `SandboxSpec`'s create options), `spec_keywords` (adapter keywords beside
-`spec=`); `write_data`, `replacement`, `remote_dir`, `glob_pattern`,
-`exclude_patterns` (files); `keep_running` (background processes); `started_session`,
-`snapshot_source`, `snapshot_id`, `restore_lifetime`, `removal_selectors` (snapshots, removal).
+`spec=`); `write_data`, `replacement`, `remote_dir`, `glob_pattern`, `exclude_patterns`,
+`grep_patterns`, `grep_filters` (files); `keep_running` (background processes);
+`started_session`, `snapshot_source`, `snapshot_id`, `restore_lifetime`, `removal_selectors`
+(snapshots, removal).
 """
 
 from ._calls import create_options as create_options
 from ._calls import egress_rule as egress_rule
 from ._calls import exclude_patterns as exclude_patterns
 from ._calls import glob_pattern as glob_pattern
+from ._calls import grep_filters as grep_filters
+from ._calls import grep_patterns as grep_patterns
 from ._calls import keep_running as keep_running
 from ._calls import network_policy as network_policy
 from ._calls import remote_dir as remote_dir

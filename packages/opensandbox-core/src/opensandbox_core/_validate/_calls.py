@@ -201,6 +201,45 @@ def exclude_patterns(exclude: Iterable[str] | None) -> tuple[str, ...]:
     return patterns
 
 
+def grep_patterns(value: object) -> list[str]:
+    """`grep`'s pattern: one literal string, or a sequence of them (a line matching any);
+    none holds a line break or NUL (a line never does)."""
+    patterns = [value] if isinstance(value, str) else value
+    if not isinstance(patterns, list | tuple) or not patterns:
+        raise ConfigurationError(
+            f"pattern must be a string or a non-empty list of strings, got {value!r}."
+        )
+    for pattern in patterns:
+        if not isinstance(pattern, str) or "\n" in pattern or "\0" in pattern:
+            raise ConfigurationError(
+                f"each pattern must be a string without line breaks or NUL, got {pattern!r}: "
+                "a line never holds one (pass several patterns for alternatives)."
+            )
+    return list(patterns)
+
+
+def grep_filters(glob: object, exclude_dirs: object, max_matches: object) -> tuple[str, ...]:
+    """`grep`'s `glob` (None or a non-empty pattern), `exclude_dirs` (a list of directory names)
+    and `max_matches` (None or a positive int); returns the directory names."""
+    if glob is not None and (not isinstance(glob, str) or not glob or "\0" in glob):
+        raise ConfigurationError(f"glob must be None or a non-empty pattern, got {glob!r}.")
+    if isinstance(exclude_dirs, str) or not isinstance(exclude_dirs, list | tuple):
+        raise ConfigurationError(
+            f"exclude_dirs must be a list of directory names such as ['.git'], got "
+            f"{exclude_dirs!r}."
+        )
+    for name in exclude_dirs:
+        if not isinstance(name, str) or not name or "/" in name or "\0" in name:
+            raise ConfigurationError(f"exclude_dirs holds {name!r}: not a directory name.")
+    if max_matches is not None and (
+        isinstance(max_matches, bool) or not isinstance(max_matches, int) or max_matches < 1
+    ):
+        raise ConfigurationError(
+            f"max_matches must be None or a positive int, got {max_matches!r}."
+        )
+    return tuple(exclude_dirs)
+
+
 # -- background processes ------------------------------------------------------------------------
 
 

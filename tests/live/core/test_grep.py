@@ -1,0 +1,105 @@
+"""The core's literal grep (`AsyncSandboxSession.grep`) live, on every execd generation profile:
+hostile patterns and paths find exactly the literal lines and run nothing; globs, excluded
+directories, the match cap, names that look like grep records, binary files, the locale rule,
+a missing path."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from opensandbox_core import AsyncSandboxSession, GrepMatch, SandboxSpec
+
+ROOT = "/workspace/grep-live"
+HOSTILE = ["it's", "$(touch x)", "`id`", "a\\b", "-e", "x*y", "$HOME", "'; touch y; '"]
+SETUP = r"""
+set -e
+g="$1"; rm -rf -- "$g"; mkdir -p -- "$g/src/.git" "$g/with space/\$HOME" "$g/-e"
+printf "it's \$(touch x) \`id\` a\\\\b -e x*y \$HOME '; touch y; '\n" > "$g/with space/\$HOME/h.txt"
+printf 'x*yz\nxy\n' > "$g/-e/star.txt"
+printf 'needle 1\nneedle 2\n' > "$g/src/a.py"
+printf 'needle in git\n' > "$g/src/.git/config"
+printf 'needle\n' > "$g/src/a:1:b.py"
+printf 'needle\n' > "$g/src/a"
+printf 'needle\n' > "$g/src/nl
+name.py"
+printf 'ok needle\n\377 needle\nlater needle\n' > "$g/src/bad.txt"
+printf '\0needle\n' > "$g/src/bin.dat"
+ln -s a.py "$g/src/link.py"
+"""
+
+
+@pytest_asyncio.fixture(
+    scope="module",
+    loop_scope="module",
+    params=[
+        pytest.param(p, marks=pytest.mark.testbed_daemon(p)) for p in ("1.0.19", "1.0.18", "1.1")
+    ],
+)
+async def sandbox(
+    request: pytest.FixtureRequest, sandbox_image: str
+) -> AsyncIterator[AsyncSandboxSession]:
+    spec = SandboxSpec(image=sandbox_image, env={"OSB_EXECD_PROFILE": request.param})
+    async with AsyncSandboxSession(spec) as session:
+        done = await session.run(["bash", "-c", SETUP, "s", ROOT])
+        assert done.exit_code == 0, done.stderr
+        yield session
+
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+async def test_hostile_patterns_find_exactly_the_literal_line(
+    sandbox: AsyncSandboxSession,
+) -> None:
+    line = "it's $(touch x) `id` a\\b -e x*y $HOME '; touch y; '"
+    for pattern in HOSTILE:
+        result = await sandbox.grep(pattern, ROOT)
+        expected = {GrepMatch(f"{ROOT}/with space/$HOME/h.txt", 1, line)}
+        if pattern == "x*y":
+            expected.add(GrepMatch(f"{ROOT}/-e/star.txt", 1, "x*yz"))
+        assert len(result.matches) == len(expected) and set(result.matches) == expected, pattern
+        # Searched where the name says, with the name as the path.
+        found = await sandbox.grep(pattern, f"{ROOT}/with space/$HOME", glob="*.txt")
+        assert [m.path for m in found.matches] == [f"{ROOT}/with space/$HOME/h.txt"]
+    look = 'for d in "$@"; do for f in x y; do if [ -e "$d/$f" ]; then echo "$d/$f"; fi; done; done'
+    places = [ROOT, f"{ROOT}/with space/$HOME", f"{ROOT}/src", "/workspace", "/", "/root", "/tmp"]
+    ran = await sandbox.run(["sh", "-c", look, "s", *places])
+    assert ran.stdout == "", "a pattern was run by a shell"
+
+
+async def test_globs_excluded_dirs_and_the_cap(sandbox: AsyncSandboxSession) -> None:
+    src = f"{ROOT}/src"
+    every = await sandbox.grep("needle", src)
+    names = sorted({m.path.rsplit("/", 1)[-1] for m in every.matches})
+    assert names == ["a", "a.py", "a:1:b.py", "bad.txt", "config", "nl\nname.py"]
+    assert every.files == 7  # the symlink is not searched
+    skipped = await sandbox.grep("needle", src, exclude_dirs=[".git"])
+    assert "config" not in {m.path.rsplit("/", 1)[-1] for m in skipped.matches}
+    assert [m.path for m in (await sandbox.grep("needle", src, glob="a*.py")).matches] == [
+        f"{src}/a.py",
+        f"{src}/a.py",
+        f"{src}/a:1:b.py",
+    ]
+    deep = await sandbox.grep("needle", ROOT, glob="src/**/config")
+    assert [m.path for m in deep.matches] == [f"{src}/.git/config"]
+    capped = await sandbox.grep("needle", src, glob="a.py", max_matches=1)
+    assert capped.matches == [GrepMatch(f"{src}/a.py", 1, "needle 1")] and capped.truncated
+    alternatives = await sandbox.grep(["needle 2", "x*yz"], ROOT)
+    assert {m.text for m in alternatives.matches} == {"needle 2", "x*yz"}
+
+
+async def test_binary_files_the_locale_and_a_missing_path(sandbox: AsyncSandboxSession) -> None:
+    src = f"{ROOT}/src"
+    assert (await sandbox.grep("needle", f"{src}/bin.dat")).matches == []
+    # The testbed image has LANG=C.UTF-8: as GNU grep, a line that is not UTF-8 is left out.
+    utf8 = await sandbox.grep("needle", f"{src}/bad.txt")
+    assert [m.line for m in utf8.matches] == [1, 3]
+    as_bytes = await sandbox.grep("needle", f"{src}/bad.txt", env={"LC_ALL": "C"})
+    assert [m.line for m in as_bytes.matches] == [1, 2, 3]
+    with pytest.raises(FileNotFoundError):
+        await sandbox.grep("needle", f"{ROOT}/missing")
+    relative = await sandbox.grep("needle 1", "grep-live/src")
+    assert relative.matches == [GrepMatch("grep-live/src/a.py", 1, "needle 1")]
