@@ -29,6 +29,8 @@ from ._errors import (
 from ._files._grep import GrepMatch, GrepResult
 from ._files._upload import SECRET_PATTERNS, DirectoryUpload, UploadOptions, upload_directory
 from ._fleet._admin import SandboxSummary, destroy_sandbox, list_sandboxes, remove_sandboxes
+from ._fleet._checkpoints import COPY_OF_METADATA_KEY, CheckpointFiles, FilesVersion
+from ._fleet._keyed import KEY_METADATA_KEY, NAMESPACE_METADATA_KEY, KeyedSandboxes
 from ._fleet._pool import SandboxPool
 from ._fleet._snapshots import (
     SnapshotRef,
@@ -49,14 +51,18 @@ __version__ = "0.2.0"
 
 __all__ = [
     "CANCEL_CLEANUP_WAIT",
+    "COPY_OF_METADATA_KEY",
     "DEFAULT",
+    "KEY_METADATA_KEY",
     "LIBRARY_KEY",
+    "NAMESPACE_METADATA_KEY",
     "OWNER_KEY",
     "SECRET_PATTERNS",
     "AsyncSandboxSession",
     "AuthenticationError",
     "BackgroundProcess",
     "BlockingBackgroundProcess",
+    "CheckpointFiles",
     "CommandResult",
     "CommandTimeoutError",
     "ConfigurationError",
@@ -65,10 +71,12 @@ __all__ = [
     "DirectoryUpload",
     "EgressRule",
     "FileInfo",
+    "FilesVersion",
     "Framing",
     "GrepMatch",
     "GrepResult",
     "InsecureSandboxWarning",
+    "KeyedSandboxes",
     "NetworkPolicy",
     "OffloadedRun",
     "OpenSandboxError",
