@@ -46,6 +46,7 @@ from ._mapping import SCRIPT_ERRORS, check_transfer_path, transfer_error
 from ._page_index import PageCache
 from ._paging import PAGED_ABOVE, keep_whole, paged_read
 from ._read import read_error, render_page, text_named
+from ._texts import delete_error, delete_not_found, write_error
 from ._tools import LsSupport, is_utf8, native_edit, native_ls
 
 __all__ = ["NativeFiles"]
@@ -129,7 +130,7 @@ class NativeFiles(BaseSandbox):
         """`write()` on the caller's event loop."""
         responses = await self.aupload_files([(file_path, content.encode("utf-8"))])
         if responses[0].error:
-            return WriteResult(error=f"Failed to write file '{file_path}': {responses[0].error}")
+            return write_error(file_path, responses[0].error)
         return WriteResult(path=file_path)
 
     def ls(self, path: str) -> LsResult:
@@ -288,14 +289,14 @@ class NativeFiles(BaseSandbox):
         problem = check_transfer_path(file_path)
         if problem is not None:
             shown = file_path if isinstance(file_path, str) else repr(file_path)
-            return DeleteResult(error=f"Error deleting file '{shown}': {problem}")
+            return delete_error(shown, problem)
         try:
             await self._session.remove(file_path, recursive=True)
         except (FileNotFoundError, NotADirectoryError):  # BaseSandbox: `test -e` fails for both
-            return DeleteResult(error=f"Error: '{file_path}' not found")
+            return delete_not_found(file_path)
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
-            return DeleteResult(error=f"Error deleting file '{file_path}': {reason}")
+            return delete_error(file_path, reason)
         return DeleteResult(path=file_path)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from deepagents.backends.protocol import GrepResult
+from deepagents.backends.protocol import DeleteResult, EditResult, GrepResult, LsResult, WriteResult
 from deepagents.backends.utils import TRUNCATION_MARKER_TEMPLATE
 
 __all__ = [
@@ -25,9 +25,52 @@ __all__ = [
     "OFFLOAD_TAIL_BYTES",
     "OFFLOAD_TAIL_LINES",
     "TRUNCATION_MARKER_TEMPLATE",
+    "delete_error",
+    "delete_not_found",
+    "edit_error",
     "grep_error",
     "grep_timed_out",
+    "ls_error",
+    "write_error",
 ]
+
+# -- ls, edit, write, delete ----------------------------------------------------------------
+
+
+def ls_error(path: str, code: str) -> LsResult:
+    """`ls` of a path that is not a listable directory; `code` is the script's error code
+    (`path_not_found`, `not_a_directory`, `permission_denied`)."""
+    return LsResult(entries=None, error=f"Path '{path}': {code}")
+
+
+def edit_error(code: str, file_path: str, old: str) -> EditResult:
+    """An edit that failed with the edit script's error code `code`."""
+    messages = {
+        "file_not_found": f"Error: File '{file_path}' not found",
+        "permission_denied": f"Error: Permission denied editing file '{file_path}'",
+        "not_a_file": f"Error: '{file_path}' is not a regular file",
+        "not_a_text_file": f"Error: File '{file_path}' is not a text file",
+        "string_not_found": f"Error: String not found in file: '{old}'",
+        "multiple_occurrences": f"Error: String '{old}' appears multiple times. "
+        "Use replace_all=True to replace all occurrences.",
+    }
+    return EditResult(error=messages.get(code, f"Error editing file '{file_path}': {code}"))
+
+
+def write_error(file_path: str, error: str) -> WriteResult:
+    """A write whose upload failed with the protocol's error code `error`."""
+    return WriteResult(error=f"Failed to write file '{file_path}': {error}")
+
+
+def delete_not_found(file_path: str) -> DeleteResult:
+    """A delete of a path that is not there (BaseSandbox's `test -e` fails)."""
+    return DeleteResult(error=f"Error: '{file_path}' not found")
+
+
+def delete_error(file_path: str, reason: str) -> DeleteResult:
+    """A delete that failed for `reason`."""
+    return DeleteResult(error=f"Error deleting file '{file_path}': {reason}")
+
 
 # -- execute_with_offload: the preview of an output left in the sandbox ----------------------
 # `BaseSandbox.execute_with_offload` (enable_capture_offload): output over `max_inline_bytes`

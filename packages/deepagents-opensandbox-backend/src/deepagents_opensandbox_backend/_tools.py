@@ -31,8 +31,8 @@ refuses none (`string_not_found`) or several without `replace_all` (`multiple_oc
 and writes the result in place. Natively: the file is downloaded, the same decisions are made
 here, and execd's `/files/replace` replaces the chosen variant in place (same inode, mode and
 owner; symlinks followed) - every occurrence, which is the same as one when there is one.
-Error messages are the ones `EditResult.error` carries for BaseSandbox (`edit_error`, checked
-against BaseSandbox on the live sandbox). Left to the script: paths execd
+Error messages are the ones `EditResult.error` carries for BaseSandbox (`_texts.edit_error`,
+checked against BaseSandbox on the live sandbox). Left to the script: paths execd
 would rewrite (`$`, `..`), relative paths, strings that are not encodable as UTF-8, files over
 `EDIT_READ_LIMIT`, and OS errors the script does not name (it prints a traceback).
 Between the download and the replace the file could change; the script has the same window
@@ -53,6 +53,7 @@ from deepagents.backends.protocol import EditResult, FileInfo, LsResult
 from opensandbox_core import AsyncSandboxSession, OutputLimitError
 
 from ._mapping import SCRIPT_ERRORS
+from ._texts import edit_error, ls_error
 
 __all__ = [
     "C_LOCALE",
@@ -60,7 +61,6 @@ __all__ = [
     "PATH_ERRORS",
     "LsSupport",
     "choose_replacement",
-    "edit_error",
     "is_utf8",
     "ls_argv",
     "native_edit",
@@ -151,7 +151,7 @@ def parse_ls(path: str, exit_code: int | None, stdout: str, stderr: str) -> LsRe
             return None
         code = path_error(stderr.strip())
         if code is not None:
-            return LsResult(entries=None, error=f"Path '{path}': {code}")
+            return ls_error(path, code)
         if stdout:
             return None  # a listing and an error: let the script decide
         return LsResult(entries=[])  # the script's traceback goes to /dev/null: no entries
@@ -188,7 +188,7 @@ async def native_ls(session: AsyncSandboxSession, path: str, support: LsSupport)
     if not isinstance(path, str) or "\0" in path or not is_utf8(path):
         return None  # BaseSandbox's script decides (a path it cannot encode raises there)
     if not path:
-        return LsResult(entries=None, error=f"Path '{path}': path_not_found")
+        return ls_error(path, "path_not_found")
     if not support.quoting_style:
         return None
     result = await session.run(ls_argv(path), env=C_LOCALE, plain_lines=True)
@@ -229,20 +229,6 @@ def choose_replacement(
     if count > 1 and not replace_all:
         return "multiple_occurrences"
     return matched_old, matched_new, count
-
-
-def edit_error(code: str, file_path: str, old: str) -> EditResult:
-    """The `EditResult` BaseSandbox gives for an edit that failed with `code`."""
-    messages = {
-        "file_not_found": f"Error: File '{file_path}' not found",
-        "permission_denied": f"Error: Permission denied editing file '{file_path}'",
-        "not_a_file": f"Error: '{file_path}' is not a regular file",
-        "not_a_text_file": f"Error: File '{file_path}' is not a text file",
-        "string_not_found": f"Error: String not found in file: '{old}'",
-        "multiple_occurrences": f"Error: String '{old}' appears multiple times. "
-        "Use replace_all=True to replace all occurrences.",
-    }
-    return EditResult(error=messages.get(code, f"Error editing file '{file_path}': {code}"))
 
 
 def _editable(file_path: object, old: str, new: str) -> bool:
