@@ -14,9 +14,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from deepagents.backends.protocol import LsResult
 
 from deepagents_opensandbox_backend._glob import GLOB_WALK, _records
-from deepagents_opensandbox_backend._tools import ls_argv, parse_ls, unescape_name
+from deepagents_opensandbox_backend._tools import (
+    FIND_LISTING,
+    ls_argv,
+    parse_find_listing,
+    parse_ls,
+    unescape_name,
+)
 
 NAMES = [
     b"plain.txt",
@@ -74,6 +81,56 @@ def test_ls_names_come_back_as_scandir_gives_them(tree: Path) -> None:
         for e in os.scandir(str(tree))
     ]
     assert listed.entries == expected  # same names, same (directory) order
+
+
+def _busybox_path(tmp_path: Path) -> str | None:
+    """PATH with only busybox's applets (OSB_BUSYBOX, else `busybox` on PATH), or None."""
+    binary = os.environ.get("OSB_BUSYBOX") or shutil.which("busybox")
+    if not binary:
+        return None
+    bin_dir = tmp_path / "busybox-bin"
+    bin_dir.mkdir()
+    for applet in ("sh", "find", "base64", "echo"):
+        (bin_dir / applet).symlink_to(binary)
+    return str(bin_dir)
+
+
+@pytest.mark.parametrize("tools", ["system", "busybox"])
+def test_the_find_listing_gives_scandirs_entries(tree: Path, tmp_path: Path, tools: str) -> None:
+    """Where `ls` has no `--quoting-style` (busybox), `FIND_LISTING` lists: the same entries,
+    in the same order, as `os.scandir` (and so as the `ls` listing above)."""
+    path = _C["PATH"] if tools == "system" else _busybox_path(tmp_path)
+    if path is None:
+        pytest.skip("no busybox binary here (set OSB_BUSYBOX)")
+    link = tmp_path / "link-to-tree"
+    link.symlink_to(tree)
+
+    def listing(target: str) -> object:
+        done = subprocess.run(
+            ["sh", "-c", FIND_LISTING, "ls", target],
+            capture_output=True,
+            env={**_C, "PATH": path},
+            check=False,
+        )
+        out, err = done.stdout.decode(), done.stderr.decode()
+        return parse_find_listing(target, done.returncode, out, err)
+
+    for target in (str(tree), str(tree) + "/", str(link)):
+        expected = [
+            {"path": os.path.join(target, e.name), "is_dir": e.is_dir(follow_symlinks=False)}
+            for e in os.scandir(target)
+        ]
+        assert listing(target) == LsResult(entries=expected), target
+    assert listing(str(tmp_path / "none")) == LsResult(
+        entries=None, error=f"Path '{tmp_path / 'none'}': path_not_found"
+    )
+    for not_a_directory in (str(tree / "plain.txt"), str(tree / "plain.txt") + "/"):
+        assert listing(not_a_directory) == LsResult(
+            entries=None, error=f"Path '{not_a_directory}': not_a_directory"
+        )
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert listing(str(empty)) == LsResult(entries=[])
 
 
 def test_unescape_refuses_what_it_does_not_know() -> None:
