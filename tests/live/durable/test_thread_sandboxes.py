@@ -44,7 +44,7 @@ async def namespace(testbed_env: dict[str, str]) -> AsyncIterator[str]:
 async def test_racing_processes_settle_on_one_sandbox_per_thread(
     namespace: str, sandbox_image: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="deepagents_opensandbox_backend")
+    caplog.set_level(logging.INFO, logger="opensandbox_core")  # KeyedSandboxes logs the election
     racers = [ThreadSandboxBackend(namespace=namespace, image=sandbox_image) for _ in range(3)]
     try:
         won = await asyncio.wait_for(
@@ -55,7 +55,7 @@ async def test_racing_processes_settle_on_one_sandbox_per_thread(
         key = racers[0].thread_key("thread-a")
         listed = await list_sandboxes(metadata={NAMESPACE_METADATA_KEY: namespace})
         assert _live(listed, key) == sorted(ids), "the losers' duplicates were not all deleted"
-        kept = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Created")]
+        kept = [r.getMessage() for r in caplog.records if r.getMessage().endswith("for a key")]
         assert len(kept) == 1, f"more than one racer kept its sandbox: {kept}"
 
         await won[0].awrite("/workspace/shared.txt", "one sandbox\n")

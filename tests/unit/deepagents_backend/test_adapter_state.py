@@ -7,6 +7,7 @@ natively) lives on that backend and dies with it; no module of the adapter holds
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
 import importlib
 import pkgutil
@@ -14,7 +15,8 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from unit.core._page_files import PageFiles, lines
+from _page_files import PageFiles, lines
+from deepagents.backends.protocol import LsResult
 
 import deepagents_opensandbox_backend
 from deepagents_opensandbox_backend import OpenSandboxBackend
@@ -55,19 +57,22 @@ def test_no_module_of_the_adapter_holds_mutable_state() -> None:
 
 
 class _BusyboxLs:
-    """A session whose `ls` has no `--quoting-style`, counting the commands run."""
+    """A session whose `ls` has no `--quoting-style`, recording the commands run; the
+    `FIND_LISTING` fallback lists two entries."""
 
     def __init__(self) -> None:
-        self.runs = 0
+        self.runs: list[str] = []
         self.id = "sandbox-1"
 
     async def run(
         self, command: Sequence[str], *, env: Mapping[str, str], plain_lines: bool
     ) -> CommandResult:
-        self.runs += 1
-        return CommandResult(
-            exit_code=1, stdout="", stderr="ls: unrecognized option: quoting-style=escape\n"
-        )
+        self.runs.append(command[0])
+        if command[0] == "ls":
+            return CommandResult(1, "", "ls: unrecognized option: quoting-style=escape\n")
+        every = base64.b64encode(b"./a\0./d\0").decode()
+        dirs = base64.b64encode(b"./d\0").decode()
+        return CommandResult(0, f"{every}\n=\n{dirs}\n", "")
 
 
 def test_an_ls_without_quoting_style_is_asked_once_per_backend() -> None:
@@ -77,31 +82,35 @@ def test_an_ls_without_quoting_style_is_asked_once_per_backend() -> None:
     async def listings() -> list[object]:
         return [await native_ls(session, "/d", support) for _ in range(3)]
 
-    assert asyncio.run(listings()) == [None, None, None]  # the script lists it
-    assert session.runs == 1 and support.quoting_style is False
+    listing = LsResult(
+        entries=[{"path": "/d/a", "is_dir": False}, {"path": "/d/d", "is_dir": True}]
+    )
+    assert asyncio.run(listings()) == [listing] * 3  # listed by `find`, not the script
+    assert session.runs == ["ls", "sh", "sh", "sh"] and support.quoting_style is False
     # Another backend (its own LsSupport) on the same sandbox id asks for itself.
-    assert asyncio.run(native_ls(session, "/d", LsSupport())) is None
-    assert session.runs == 2
+    assert asyncio.run(native_ls(session, "/d", LsSupport())) == listing
+    assert session.runs[4:] == ["ls", "sh"]
 
 
 def _backend(files: PageFiles) -> OpenSandboxBackend:
     connection = Connection(domain="127.0.0.1:9", api_key="sk-unit")  # any request would fail
     session = AsyncSandboxSession(SandboxSpec(image="python:3.13-slim"), connection=connection)
-    for name in ("stat", "realpath", "read_bytes", "read_range"):
+    for name in ("stat", "read_bytes", "read_range"):
         setattr(session, name, getattr(files, name))
     return OpenSandboxBackend(session)
 
 
 def test_each_backend_keeps_its_own_page_indexes() -> None:
-    """Each backend's session holds its own (opensandbox-core's `read_lines` cache)."""
     files = PageFiles({"/big.txt": lines(40_000)})  # about 2.4 MiB: paged by Range reads
     first, second = _backend(files), _backend(files)
+    assert first._pages is not second._pages
     page = asyncio.run(first.aread("/big.txt", 0, 100))
     assert page.start_line == 1 and page.end_line == 100
+    assert first._pages.get("/big.txt") is not None
+    assert second._pages.get("/big.txt") is None
     downloads = files.downloads
     asyncio.run(first.aread("/big.txt", 100, 100))
     assert files.downloads == downloads  # the backend's index answered: no whole-file try
     asyncio.run(second.aread("/big.txt", 100, 100))
     assert files.downloads == downloads + 1  # the other backend had no index of its own
-    asyncio.run(second.aread("/big.txt", 200, 100))
-    assert files.downloads == downloads + 1  # and now it has
+    assert second._pages.get("/big.txt") is not None

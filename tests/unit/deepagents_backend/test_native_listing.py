@@ -1,9 +1,9 @@
-"""The native `ls` command's output, run locally on hostile names.
+"""The native `ls` and `glob` commands' output, run locally on hostile names.
 
-It prints plain ASCII lines (so the core may return them from line events on line-framed
-execd, `plain_lines=True`): names in C escapes. Decoded here, every name must come back as
-Python's `os.scandir` names it, byte for byte, including names with line breaks of every kind
-and bytes that are not UTF-8. (The glob walk is the core's: `tests/unit/core/test_file_walk.py`.)
+Both print plain ASCII lines (so the core may return them from line events on line-framed
+execd, `plain_lines=True`): `ls` in C escapes, the glob walk as one base64 line. Decoded here,
+every name must come back as Python's `os.scandir` names it, byte for byte, including names
+with line breaks of every kind and bytes that are not UTF-8.
 """
 
 from __future__ import annotations
@@ -14,8 +14,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from deepagents.backends.protocol import LsResult
 
-from deepagents_opensandbox_backend._tools import ls_argv, parse_ls, unescape_name
+from deepagents_opensandbox_backend._glob import GLOB_WALK, _records
+from deepagents_opensandbox_backend._tools import (
+    FIND_LISTING,
+    ls_argv,
+    parse_find_listing,
+    parse_ls,
+    unescape_name,
+)
 
 NAMES = [
     b"plain.txt",
@@ -75,8 +83,88 @@ def test_ls_names_come_back_as_scandir_gives_them(tree: Path) -> None:
     assert listed.entries == expected  # same names, same (directory) order
 
 
+def _busybox_path(tmp_path: Path) -> str | None:
+    """PATH with only busybox's applets (OSB_BUSYBOX, else `busybox` on PATH), or None."""
+    binary = os.environ.get("OSB_BUSYBOX") or shutil.which("busybox")
+    if not binary:
+        return None
+    bin_dir = tmp_path / "busybox-bin"
+    bin_dir.mkdir()
+    for applet in ("sh", "find", "base64", "echo"):
+        (bin_dir / applet).symlink_to(binary)
+    return str(bin_dir)
+
+
+@pytest.mark.parametrize("tools", ["system", "busybox"])
+def test_the_find_listing_gives_scandirs_entries(tree: Path, tmp_path: Path, tools: str) -> None:
+    """Where `ls` has no `--quoting-style` (busybox), `FIND_LISTING` lists: the same entries,
+    in the same order, as `os.scandir` (and so as the `ls` listing above)."""
+    path = _C["PATH"] if tools == "system" else _busybox_path(tmp_path)
+    if path is None:
+        pytest.skip("no busybox binary here (set OSB_BUSYBOX)")
+    link = tmp_path / "link-to-tree"
+    link.symlink_to(tree)
+
+    def listing(target: str) -> object:
+        done = subprocess.run(
+            ["sh", "-c", FIND_LISTING, "ls", target],
+            capture_output=True,
+            env={**_C, "PATH": path},
+            check=False,
+        )
+        out, err = done.stdout.decode(), done.stderr.decode()
+        return parse_find_listing(target, done.returncode, out, err)
+
+    for target in (str(tree), str(tree) + "/", str(link)):
+        expected = [
+            {"path": os.path.join(target, e.name), "is_dir": e.is_dir(follow_symlinks=False)}
+            for e in os.scandir(target)
+        ]
+        assert listing(target) == LsResult(entries=expected), target
+    assert listing(str(tmp_path / "none")) == LsResult(
+        entries=None, error=f"Path '{tmp_path / 'none'}': path_not_found"
+    )
+    for not_a_directory in (str(tree / "plain.txt"), str(tree / "plain.txt") + "/"):
+        assert listing(not_a_directory) == LsResult(
+            entries=None, error=f"Path '{not_a_directory}': not_a_directory"
+        )
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert listing(str(empty)) == LsResult(entries=[])
+
+
 def test_unescape_refuses_what_it_does_not_know() -> None:
     assert unescape_name(r"a\ b\\c\r\n\302\205") == "a b\\c\r\n\x85"
     assert unescape_name(r"bad\377") == "bad\udcff"
     assert unescape_name(r"odd\q") is None  # not an escape `ls` prints: the script answers
     assert unescape_name("é") is None  # `ls` in the C locale never prints this raw
+
+
+@needs_gnu
+def test_glob_walk_records_keep_every_byte(tree: Path) -> None:
+    code, stdout, stderr = _run(["bash", "-c", GLOB_WALK, "glob", str(tree)])
+    assert code == 0, stderr
+    assert stdout.isascii() and stdout.count("\n") == 1 and stdout.endswith("\n")
+    records = _records(stdout)
+    assert records is not None and records[0] == os.path.realpath(str(tree))
+    entries = records[1 : records.index("=")]
+    files = {e[1:] for e in entries if e.startswith("f")}
+    links = {e[1:] for e in entries if e.startswith("l")}
+    expected = {os.fsdecode(n) for n in NAMES}
+    assert files == expected
+    assert links == {"link\rname"}
+    assert records[records.index("=") + 1 :] == [os.path.realpath(tree / "plain.txt"), ""]
+
+
+@needs_gnu
+def test_glob_walk_of_a_missing_root_exits_3(tmp_path: Path) -> None:
+    code, stdout, stderr = _run(["bash", "-c", GLOB_WALK, "glob", str(tmp_path / "none")])
+    assert code == 3 and stdout == "\n"
+    assert stderr.strip().endswith("No such file or directory")
+
+
+def test_records_refuse_output_that_is_not_one_base64_line() -> None:
+    assert _records("AA==\n") == ["", ""]  # one NUL: two empty records
+    assert _records("AA==") is None
+    assert _records("AA==\nAA==\n") is None
+    assert _records("not base64!\n") is None

@@ -9,7 +9,8 @@ import pytest
 from _local_sandbox import LocalSandbox
 from deepagents.backends.sandbox import BaseSandbox
 
-from deepagents_opensandbox_backend._tools import choose_replacement, edit_error, ls_argv, parse_ls
+from deepagents_opensandbox_backend._texts import edit_error
+from deepagents_opensandbox_backend._tools import choose_replacement, ls_argv, parse_ls
 
 LOCAL = LocalSandbox()
 

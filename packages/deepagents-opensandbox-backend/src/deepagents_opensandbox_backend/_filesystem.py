@@ -45,7 +45,7 @@ from opensandbox_core import DEFAULT, AsyncSandboxSession, run_blocking
 from ._grep import native_grep
 from ._mapping import check_transfer_path, transfer_error
 from ._read_glob import native_glob, native_read
-from ._texts import read_error, text_named
+from ._texts import delete_error, delete_not_found, read_error, text_named, write_error
 from ._tools import LsSupport, is_utf8, native_edit, native_ls
 
 __all__ = ["NativeFiles", "plain_output", "plain_requested"]
@@ -146,7 +146,7 @@ class NativeFiles(BaseSandbox):
         """`write()` on the caller's event loop."""
         responses = await self.aupload_files([(file_path, content.encode("utf-8"))])
         if responses[0].error:
-            return WriteResult(error=f"Failed to write file '{file_path}': {responses[0].error}")
+            return write_error(file_path, responses[0].error)
         return WriteResult(path=file_path)
 
     def ls(self, path: str) -> LsResult:
@@ -287,14 +287,14 @@ class NativeFiles(BaseSandbox):
         problem = check_transfer_path(file_path)
         if problem is not None:
             shown = file_path if isinstance(file_path, str) else repr(file_path)
-            return DeleteResult(error=f"Error deleting file '{shown}': {problem}")
+            return delete_error(shown, problem)
         try:
             await self._session.remove(file_path, recursive=True)
         except (FileNotFoundError, NotADirectoryError):  # BaseSandbox: `test -e` fails for both
-            return DeleteResult(error=f"Error: '{file_path}' not found")
+            return delete_not_found(file_path)
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
-            return DeleteResult(error=f"Error deleting file '{file_path}': {reason}")
+            return delete_error(file_path, reason)
         return DeleteResult(path=file_path)
 
 

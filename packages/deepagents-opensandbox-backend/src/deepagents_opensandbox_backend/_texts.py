@@ -1,24 +1,11 @@
-"""BaseSandbox's texts, the ones agents see, in one module (read pages, ls/edit, the
-execute_with_offload preview): what the native tools answer must read
-exactly as `deepagents.backends.sandbox.BaseSandbox`'s own scripts print it.
+"""The texts of deepagents' `BaseSandbox` that agents see, as this package re-renders them.
 
-Matches deepagents 0.7.30 to 0.7.32 (the package's range is `>=0.7.30,<0.8`; `nox -s
-deepagents` runs the differential tests against BaseSandbox's public methods at both ends: the
-lowest release, 0.7.30, and the newest). Where a text moved between releases, the call goes to
-BaseSandbox's own method instead of being rendered here (a non-positive `limit`, a negative
-`offset`, file types by name beyond `TEXT_SUFFIXES`).
-
-## read
-A page is `limit` source lines from the 0-indexed line `offset` (lines end at `\\r\\n`, `\\r` or
-`\\n`; the page joins them with `\\n`), cut at `MAX_OUTPUT_BYTES` of UTF-8 with `TRUNCATION_MSG`
-appended (both public constants of `deepagents.backends.sandbox`), with `start_line`/`end_line`
-1-indexed, `next_offset == end_line` while lines remain, and `total_lines` where it is known (the
-page reached the end, or the file is at most 1 MiB, which the script counts whole). An empty
-file answers `EMPTY_FILE_REMINDER`, a file whose first 8 KiB are not UTF-8 the whole file as
-base64, an offset past the end `Line offset N exceeds file length (M lines)`. The page itself is
-opensandbox-core's `read_lines` (`LinePage`, whose `total_lines` follows the same 1 MiB rule);
-`read_result` renders it. Only files whose name BaseSandbox surely reads as text are rendered
-here (`text_named`).
+Where a native operation answers instead of BaseSandbox's `python3 -c` script, the agent must
+read the same words, so they are written here, once. They match deepagents 0.7.30, 0.7.31 and
+0.7.32 (`deepagents/backends/sandbox.py` is the same in the three releases; read 2026-12-02);
+the differential tests against BaseSandbox's public methods (`tests/live/deepagents_backend/
+test_native_tools.py`, run at both ends of the range by `nox -s deepagents`) fail when a release
+changes one. Texts that deepagents publishes (`TRUNCATION_MARKER_TEMPLATE`) are imported.
 """
 
 from __future__ import annotations
@@ -27,7 +14,15 @@ import base64
 import posixpath
 from typing import Final
 
-from deepagents.backends.protocol import FileData, GrepResult, ReadResult
+from deepagents.backends.protocol import (
+    DeleteResult,
+    EditResult,
+    FileData,
+    GrepResult,
+    LsResult,
+    ReadResult,
+    WriteResult,
+)
 from deepagents.backends.sandbox import MAX_OUTPUT_BYTES, TRUNCATION_MSG
 from deepagents.backends.utils import TRUNCATION_MARKER_TEMPLATE
 
@@ -48,13 +43,21 @@ __all__ = [
     "TEXT_SUFFIXES",
     "TRUNCATION_MARKER_TEMPLATE",
     "as_base64",
+    "delete_error",
+    "delete_not_found",
+    "edit_error",
     "grep_error",
     "grep_timed_out",
+    "ls_error",
     "past_the_end",
     "read_error",
     "read_result",
     "text_named",
+    "write_error",
 ]
+
+# -- ls, edit, write, delete ----------------------------------------------------------------
+
 
 EMPTY_FILE_REMINDER: Final = "System reminder: File exists but has empty contents"
 EFFECTIVE_LIMIT: Final = MAX_OUTPUT_BYTES - len(TRUNCATION_MSG.encode("utf-8"))
@@ -108,6 +111,41 @@ def read_result(page: LinePage) -> ReadResult:
         end_line=page.end,
         next_offset=page.next_offset,
     )
+
+
+def ls_error(path: str, code: str) -> LsResult:
+    """`ls` of a path that is not a listable directory; `code` is the script's error code
+    (`path_not_found`, `not_a_directory`, `permission_denied`)."""
+    return LsResult(entries=None, error=f"Path '{path}': {code}")
+
+
+def edit_error(code: str, file_path: str, old: str) -> EditResult:
+    """An edit that failed with the edit script's error code `code`."""
+    messages = {
+        "file_not_found": f"Error: File '{file_path}' not found",
+        "permission_denied": f"Error: Permission denied editing file '{file_path}'",
+        "not_a_file": f"Error: '{file_path}' is not a regular file",
+        "not_a_text_file": f"Error: File '{file_path}' is not a text file",
+        "string_not_found": f"Error: String not found in file: '{old}'",
+        "multiple_occurrences": f"Error: String '{old}' appears multiple times. "
+        "Use replace_all=True to replace all occurrences.",
+    }
+    return EditResult(error=messages.get(code, f"Error editing file '{file_path}': {code}"))
+
+
+def write_error(file_path: str, error: str) -> WriteResult:
+    """A write whose upload failed with the protocol's error code `error`."""
+    return WriteResult(error=f"Failed to write file '{file_path}': {error}")
+
+
+def delete_not_found(file_path: str) -> DeleteResult:
+    """A delete of a path that is not there (BaseSandbox's `test -e` fails)."""
+    return DeleteResult(error=f"Error: '{file_path}' not found")
+
+
+def delete_error(file_path: str, reason: str) -> DeleteResult:
+    """A delete that failed for `reason`."""
+    return DeleteResult(error=f"Error deleting file '{file_path}': {reason}")
 
 
 # -- execute_with_offload: the preview of an output left in the sandbox ----------------------

@@ -1,11 +1,12 @@
 """Time travel that includes the files: a sandbox snapshot tied to each LangGraph checkpoint.
 
 `TimeTravelSandboxBackend` is a `ThreadSandboxBackend` plus an agent middleware
-(`backend.middleware`). After every tool call that may change files (`write_file`, `edit_file`,
-`execute`, `task` by default) the middleware writes a fresh version marker into the sandbox, takes
-a snapshot (`opensandbox_core.snapshot_sandbox`) and records
-`{"sandbox_id", "snapshot_id", "marker"}` in the thread's state under `SANDBOX_FILES_KEY`, in the
-same step, so the checkpoint written after that step names the snapshot of exactly its files.
+(`backend.middleware`), on the core's `CheckpointFiles` (snapshots tied to a caller's
+checkpoints). After every tool call that may change files (`write_file`, `edit_file`, `execute`,
+`task` by default) the middleware saves a files version (a fresh marker in the sandbox, then a
+snapshot) and records `{"sandbox_id", "snapshot_id", "marker", "seq"}` in the thread's state under
+`SANDBOX_FILES_KEY`, in the same step, so the checkpoint written after that step names the
+snapshot of exactly its files.
 
 When a run continues from any checkpoint (the latest one, or an earlier one to fork or replay),
 the next tool call compares the recorded marker with the one in the recorded sandbox:
@@ -28,12 +29,8 @@ reads the marker once. Not supported: one branch run by two processes at the sam
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
-import hashlib
 import logging
-import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, NotRequired, TypedDict
 
@@ -42,17 +39,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from opensandbox_core import (
-    SandboxUnavailableError,
-    destroy_sandbox,
-    list_sandboxes,
-    restore_snapshot,
-    run_blocking,
-    snapshot_sandbox,
-)
-from opensandbox_core import delete_snapshot as _delete_snapshot
-from opensandbox_core import list_snapshots as _list_snapshots
-from opensandbox_core.metadata import FORK_OF_KEY, adapter_labels
+from opensandbox_core import COPY_OF_METADATA_KEY, CheckpointFiles, FilesVersion, run_blocking
 
 from ._backend import OpenSandboxBackend
 from ._threads import NAMESPACE_METADATA_KEY, THREAD_METADATA_KEY, ThreadSandboxBackend
@@ -68,9 +55,8 @@ logger = logging.getLogger(__name__)
 
 SANDBOX_FILES_KEY = "sandbox_files"
 """The state key holding the `SandboxFiles` record of the checkpoint's files."""
-FORK_OF_METADATA_KEY = FORK_OF_KEY
+FORK_OF_METADATA_KEY = COPY_OF_METADATA_KEY
 """Metadata label of a sandbox restored for a fork: the thread key of the thread it belongs to."""
-MARKER_PATH = "/var/tmp/.opensandbox-agents-files-version"  # noqa: S108 - inside the sandbox
 CHANGING_TOOLS = frozenset({"write_file", "edit_file", "execute", "task"})
 
 _BRANCH: contextvars.ContextVar[OpenSandboxBackend | None] = contextvars.ContextVar(
@@ -186,8 +172,17 @@ class TimeTravelSandboxBackend(ThreadSandboxBackend):
         super().__init__(**kwargs)
         self.changing_tools = frozenset(changing_tools)
         self.middleware: AgentMiddleware[Any, Any, Any] = _TimeTravelMiddleware(self)
-        self._markers: dict[str, str] = {}  # sandbox id -> the marker this process knows it has
-        self._copies: dict[str, OpenSandboxBackend] = {}
+        self._files = CheckpointFiles(
+            namespace=self.namespace,
+            connection=self._connection,
+            attach=self._attach_session,
+            lifetime=self._lifetime,
+            working_dir=self._working_dir,
+            default_timeout=self._command_timeout,
+            key_label=THREAD_METADATA_KEY,
+            namespace_label=NAMESPACE_METADATA_KEY,
+            copy_label=FORK_OF_METADATA_KEY,
+        )
 
     # -- which sandbox a branch uses ---------------------------------------------------------
     def _current(self) -> OpenSandboxBackend:
@@ -202,12 +197,6 @@ class TimeTravelSandboxBackend(ThreadSandboxBackend):
         branch = _BRANCH.get()
         return branch.id if branch is not None else super().id
 
-    async def _sandbox(self, sandbox_id: str) -> OpenSandboxBackend:
-        backend = self._copies.get(sandbox_id)
-        if backend is None:
-            backend = self._copies[sandbox_id] = await self._attach(sandbox_id)
-        return backend
-
     async def _branch(
         self, state: Any, thread_id: str
     ) -> tuple[OpenSandboxBackend, SandboxFiles | None]:
@@ -215,110 +204,37 @@ class TimeTravelSandboxBackend(ThreadSandboxBackend):
         record: SandboxFiles | None = (state or {}).get(SANDBOX_FILES_KEY)
         if not record:
             return await self.afor_thread(thread_id), None
-        sandbox_id, marker = record["sandbox_id"], record["marker"]
-        if self._markers.get(sandbox_id) == marker:
-            return await self._sandbox(sandbox_id), None
-        try:
-            backend = await self._sandbox(sandbox_id)
-            found = (await backend.session.read_bytes(MARKER_PATH)).decode(errors="replace")
-        except (SandboxUnavailableError, OSError) as exc:
-            self._copies.pop(sandbox_id, None)
-            found = f"<{type(exc).__name__}>"
-        if found == marker:
-            self._markers[sandbox_id] = marker
-            return backend, None
-        started = time.monotonic()
-        thread_key = self.thread_key(thread_id)
-        fork_key = hashlib.sha256(f"{thread_key}\0{uuid.uuid4().hex}".encode()).hexdigest()[:40]
-        session = await restore_snapshot(
-            record["snapshot_id"],
-            connection=self._connection,
-            metadata={
-                **adapter_labels("deepagents"),
-                NAMESPACE_METADATA_KEY: self.namespace,
-                THREAD_METADATA_KEY: fork_key,
-                FORK_OF_METADATA_KEY: thread_key,
-            },
-            lifetime=self._lifetime if self._lifetime is None else max(self._lifetime, 60),
-            working_dir=self._working_dir,
-            default_timeout=self._command_timeout,
+        version = FilesVersion(
+            record["sandbox_id"], record["snapshot_id"], record["marker"], record["seq"]
         )
-        copy_id = session.id
-        assert copy_id is not None
-        await session.aclose()  # the copy belongs to the thread (destroy_thread), not to a session
-        logger.info(
-            "Restored the files of a checkpoint from snapshot %s into sandbox %s (%.2f s)",
-            record["snapshot_id"],
-            copy_id,
-            time.monotonic() - started,
-        )
-        self._markers[copy_id] = marker
-        moved = SandboxFiles(
-            sandbox_id=copy_id, snapshot_id=record["snapshot_id"], marker=marker, seq=time.time()
-        )
-        return await self._sandbox(copy_id), moved
+        session, moved = await self._files.open(version, owner=self.thread_key(thread_id))
+        return self._backend(session), None if moved is None else _record_of(moved)
 
     async def _record(self, backend: OpenSandboxBackend) -> SandboxFiles:
         """Mark the sandbox's files with a new version and snapshot them."""
-        marker = uuid.uuid4().hex
-        seq = time.time()
-        await backend.session.write_bytes(MARKER_PATH, marker.encode())
-        self._markers[backend.id] = marker
-        snapshot = await snapshot_sandbox(backend.session, name=f"timetravel-{marker[:12]}")
-        return SandboxFiles(sandbox_id=backend.id, snapshot_id=snapshot.id, marker=marker, seq=seq)
+        version = await self._files.save(backend.session, name=None)
+        return _record_of(version)
 
     # -- cleanup ------------------------------------------------------------------------------
     async def find_copies(self, thread_id: str) -> list[str]:
         """The ids of the sandboxes restored for this thread's forks (never creates one)."""
-        found = await list_sandboxes(
-            self._connection,
-            metadata={
-                NAMESPACE_METADATA_KEY: self.namespace,
-                FORK_OF_METADATA_KEY: self.thread_key(thread_id),
-            },
-        )
-        return sorted(s.id for s in found)
+        return await self._files.copies(self.thread_key(thread_id))
 
     async def adestroy_thread(self, thread_id: str) -> list[str]:
         """Delete the thread's sandbox, its forks' copies and every snapshot taken of them."""
         own = await self.find_thread(thread_id)
-        sandboxes = ([own] if own else []) + await self.find_copies(thread_id)
-        snapshots = [
-            s.id
-            for sandbox_id in sandboxes
-            for s in await _list_snapshots(self._connection, sandbox_id=sandbox_id)
-        ]
-        removed = await super().adestroy_thread(thread_id)
-        for sandbox_id in sandboxes:
-            backend = self._copies.pop(sandbox_id, None)
-            if backend is not None:
-                await backend.aclose()
-            self._markers.pop(sandbox_id, None)
-            if sandbox_id not in removed and await destroy_sandbox(sandbox_id, self._connection):
-                removed.append(sandbox_id)
-        for snapshot_id in snapshots:
-            await _delete_with_retry(snapshot_id, self)
-        logger.info(
-            "Destroyed %d sandbox(es) and %d snapshot(s) of a thread", len(removed), len(snapshots)
-        )
-        return removed
+        removed = await self._files.destroy(self.thread_key(thread_id), [own] if own else [])
+        return [*removed, *await super().adestroy_thread(thread_id)]
 
     async def aclose(self) -> None:
-        copies = list(self._copies.values())
-        self._copies.clear()
-        for backend in copies:
-            await backend.aclose()
+        await self._files.aclose()
         await super().aclose()
 
 
-async def _delete_with_retry(snapshot_id: str, owner: TimeTravelSandboxBackend) -> None:
-    """Delete a snapshot; its image may stay busy for a moment after its sandboxes are gone."""
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            await _delete_snapshot(snapshot_id, owner._connection)
-            return
-        except Exception:
-            if time.monotonic() >= deadline:
-                raise
-            await asyncio.sleep(1)
+def _record_of(version: FilesVersion) -> SandboxFiles:
+    return SandboxFiles(
+        sandbox_id=version.sandbox_id,
+        snapshot_id=version.snapshot_id,
+        marker=version.marker,
+        seq=version.seq,
+    )

@@ -20,8 +20,11 @@ output file read on line-framed execd). The names are unescaped here to their by
 decoded as the script's Python does (UTF-8, `surrogateescape`), so even non-UTF-8 names come
 out the same. The trailing `/` makes `ls` list a directory or a symlink to one (as `scandir`
 follows it) and fail on anything else with the errno `scandir` would get. Where `ls` lacks
-the option (busybox), or prints an escape not known here, the backend falls back to
-BaseSandbox's script.
+the option (busybox: learnt once per sandbox, `LsSupport`), the listing is `FIND_LISTING`
+instead: `cd` into the path (following a symlink, failing with the same errno), then two
+`find . -mindepth 1 -maxdepth 1` walks in directory order, every entry and the directories
+(`-type d`, not following symlinks), each NUL-separated and base64-encoded (plain lines, exact
+bytes); busybox has every tool it needs. An `ls` escape not known here goes to the script.
 
 ## edit
 BaseSandbox's `edit` (`_EDIT_COMMAND_TEMPLATE`) stats the file (not a regular file:
@@ -31,8 +34,8 @@ refuses none (`string_not_found`) or several without `replace_all` (`multiple_oc
 and writes the result in place. Natively: the file is downloaded, the same decisions are made
 here, and execd's `/files/replace` replaces the chosen variant in place (same inode, mode and
 owner; symlinks followed) - every occurrence, which is the same as one when there is one.
-Error messages are the ones `EditResult.error` carries for BaseSandbox (`edit_error`, checked
-against BaseSandbox on the live sandbox). Left to the script: paths execd
+Error messages are the ones `EditResult.error` carries for BaseSandbox (`_texts.edit_error`,
+checked against BaseSandbox on the live sandbox). Left to the script: paths execd
 would rewrite (`$`, `..`), relative paths, strings that are not encodable as UTF-8, files over
 `EDIT_READ_LIMIT`, and OS errors the script does not name (it prints a traceback).
 Between the download and the replace the file could change; the script has the same window
@@ -41,6 +44,8 @@ Between the download and the replace the file could change; the script has the s
 
 from __future__ import annotations
 
+import base64
+import binascii
 import posixpath
 import re
 from collections.abc import Mapping
@@ -53,18 +58,20 @@ from deepagents.backends.protocol import EditResult, FileInfo, LsResult
 from opensandbox_core import AsyncSandboxSession, OutputLimitError
 
 from ._mapping import SCRIPT_ERRORS
+from ._texts import edit_error, ls_error
 
 __all__ = [
     "C_LOCALE",
     "EDIT_READ_LIMIT",
+    "FIND_LISTING",
     "PATH_ERRORS",
     "LsSupport",
     "choose_replacement",
-    "edit_error",
     "is_utf8",
     "ls_argv",
     "native_edit",
     "native_ls",
+    "parse_find_listing",
     "parse_ls",
     "path_error",
     "unescape_name",
@@ -151,7 +158,7 @@ def parse_ls(path: str, exit_code: int | None, stdout: str, stderr: str) -> LsRe
             return None
         code = path_error(stderr.strip())
         if code is not None:
-            return LsResult(entries=None, error=f"Path '{path}': {code}")
+            return ls_error(path, code)
         if stdout:
             return None  # a listing and an error: let the script decide
         return LsResult(entries=[])  # the script's traceback goes to /dev/null: no entries
@@ -179,7 +186,7 @@ class LsSupport:
 
     quoting_style: bool = True
     """False once its `ls` said it has no `--quoting-style` (busybox): listings then go
-    straight to BaseSandbox's script, without asking `ls` again."""
+    straight to `FIND_LISTING`, without asking `ls` again."""
 
 
 async def native_ls(session: AsyncSandboxSession, path: str, support: LsSupport) -> LsResult | None:
@@ -188,16 +195,56 @@ async def native_ls(session: AsyncSandboxSession, path: str, support: LsSupport)
     if not isinstance(path, str) or "\0" in path or not is_utf8(path):
         return None  # BaseSandbox's script decides (a path it cannot encode raises there)
     if not path:
-        return LsResult(entries=None, error=f"Path '{path}': path_not_found")
-    if not support.quoting_style:
-        return None
-    result = await session.run(ls_argv(path), env=C_LOCALE, plain_lines=True)
+        return ls_error(path, "path_not_found")
+    if support.quoting_style:
+        result = await session.run(ls_argv(path), env=C_LOCALE, plain_lines=True)
+        if result.truncated:
+            return None
+        parsed = parse_ls(path, result.exit_code, result.stdout, result.stderr)
+        if parsed is not None or UNSUPPORTED not in result.stderr:
+            return parsed
+        support.quoting_style = False
+    result = await session.run(
+        ["sh", "-c", FIND_LISTING, "ls", path], env=C_LOCALE, plain_lines=True
+    )
     if result.truncated:
         return None
-    parsed = parse_ls(path, result.exit_code, result.stdout, result.stderr)
-    if parsed is None and UNSUPPORTED in result.stderr:
-        support.quoting_style = False
-    return parsed
+    return parse_find_listing(path, result.exit_code, result.stdout, result.stderr)
+
+
+FIND_LISTING: Final = (
+    # dash's `cd` does not say why it failed: `find` names the errno `scandir` would get
+    'e=$(find "${1%/}/" -maxdepth 0 2>&1 >/dev/null); '
+    'if [ -n "$e" ]; then echo "$e" >&2; exit 3; fi; '
+    "cd -- \"$1\" 2>/dev/null || { echo 'Permission denied' >&2; exit 3; }; "
+    "find . -mindepth 1 -maxdepth 1 -print0 | base64; echo =; "
+    "find . -mindepth 1 -maxdepth 1 -type d -print0 | base64"
+)
+"""`ls` where `ls` has no `--quoting-style` (busybox): every entry, `=`, the directories."""
+
+
+def parse_find_listing(
+    path: str, exit_code: int | None, stdout: str, stderr: str
+) -> LsResult | None:
+    """BaseSandbox's `LsResult` from `FIND_LISTING`'s output; None where only the script can
+    answer (an error it would word otherwise, output that is not the listing)."""
+    if exit_code == 3 or stderr.strip():  # `cd` or `find` could not read the directory
+        code = path_error(stderr.strip())
+        return ls_error(path, code) if code is not None else None
+    lines = stdout.split("\n")
+    if exit_code != 0 or "=" not in lines or not stdout.isascii():
+        return None
+    split = lines.index("=")
+    try:
+        names = [n for n in base64.b64decode("".join(lines[:split])).split(b"\0") if n]
+        directories = set(base64.b64decode("".join(lines[split + 1 :])).split(b"\0"))
+    except (binascii.Error, ValueError):
+        return None
+    entries: list[FileInfo] = []
+    for raw in names:
+        name = raw.removeprefix(b"./").decode("utf-8", "surrogateescape")
+        entries.append({"path": posixpath.join(path, name), "is_dir": raw in directories})
+    return LsResult(entries=entries)
 
 
 def is_utf8(text: str) -> bool:
@@ -229,20 +276,6 @@ def choose_replacement(
     if count > 1 and not replace_all:
         return "multiple_occurrences"
     return matched_old, matched_new, count
-
-
-def edit_error(code: str, file_path: str, old: str) -> EditResult:
-    """The `EditResult` BaseSandbox gives for an edit that failed with `code`."""
-    messages = {
-        "file_not_found": f"Error: File '{file_path}' not found",
-        "permission_denied": f"Error: Permission denied editing file '{file_path}'",
-        "not_a_file": f"Error: '{file_path}' is not a regular file",
-        "not_a_text_file": f"Error: File '{file_path}' is not a text file",
-        "string_not_found": f"Error: String not found in file: '{old}'",
-        "multiple_occurrences": f"Error: String '{old}' appears multiple times. "
-        "Use replace_all=True to replace all occurrences.",
-    }
-    return EditResult(error=messages.get(code, f"Error editing file '{file_path}': {code}"))
 
 
 def _editable(file_path: object, old: str, new: str) -> bool:

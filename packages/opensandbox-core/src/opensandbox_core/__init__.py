@@ -30,6 +30,8 @@ from ._errors import (
 from ._files._grep import GrepMatch, GrepResult
 from ._files._upload import SECRET_PATTERNS, DirectoryUpload, UploadOptions, upload_directory
 from ._fleet._admin import SandboxSummary, destroy_sandbox, list_sandboxes, remove_sandboxes
+from ._fleet._checkpoints import COPY_OF_METADATA_KEY, CheckpointFiles, FilesVersion
+from ._fleet._keyed import KEY_METADATA_KEY, NAMESPACE_METADATA_KEY, KeyedSandboxes
 from ._fleet._pool import SandboxPool
 from ._fleet._snapshots import (
     SnapshotRef,
@@ -52,8 +54,11 @@ __version__ = "0.2.0"
 
 __all__ = [
     "CANCEL_CLEANUP_WAIT",
+    "COPY_OF_METADATA_KEY",
     "DEFAULT",
+    "KEY_METADATA_KEY",
     "LIBRARY_KEY",
+    "NAMESPACE_METADATA_KEY",
     "OWNER_KEY",
     "SECRET_PATTERNS",
     "AsyncSandboxSession",
@@ -61,6 +66,7 @@ __all__ = [
     "BackgroundProcess",
     "BlockingBackgroundProcess",
     "BytesResult",
+    "CheckpointFiles",
     "CommandResult",
     "CommandTimeoutError",
     "ConfigurationError",
@@ -70,10 +76,12 @@ __all__ = [
     "EgressRule",
     "FileInfo",
     "FileMatch",
+    "FilesVersion",
     "Framing",
     "GrepMatch",
     "GrepResult",
     "InsecureSandboxWarning",
+    "KeyedSandboxes",
     "LinePage",
     "NetworkPolicy",
     "NotTextError",

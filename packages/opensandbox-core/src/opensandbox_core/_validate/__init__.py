@@ -28,7 +28,8 @@ The core's own calls (`_calls`, core only): `volume`, `egress_rule`, `network_po
 `spec=`); `write_data`, `replacement`, `remote_dir`, `glob_pattern`, `exclude_patterns`,
 `grep_patterns`, `grep_filters` (files); `keep_running` (background processes);
 `started_session`, `snapshot_source`, `snapshot_id`, `restore_lifetime`, `removal_selectors`
-(snapshots, removal).
+(snapshots, removal); `label_value`, `keyed_factories`
+(keyed sandboxes).
 """
 
 from ._calls import create_options as create_options
@@ -38,6 +39,8 @@ from ._calls import glob_pattern as glob_pattern
 from ._calls import grep_filters as grep_filters
 from ._calls import grep_patterns as grep_patterns
 from ._calls import keep_running as keep_running
+from ._calls import keyed_factories as keyed_factories
+from ._calls import label_value as label_value
 from ._calls import network_policy as network_policy
 from ._calls import remote_dir as remote_dir
 from ._calls import removal_selectors as removal_selectors

@@ -240,6 +240,29 @@ def grep_filters(glob: object, exclude_dirs: object, max_matches: object) -> tup
     return tuple(exclude_dirs)
 
 
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+
+
+def label_value(value: object, name: str) -> str:
+    """A metadata label value the server accepts: letters, digits, `-`, `_`, `.`, at most 63
+    characters, starting and ending with a letter or digit."""
+    if not isinstance(value, str) or not _LABEL_VALUE.fullmatch(value):
+        raise ConfigurationError(
+            f"{name} must be 1 to 63 letters, digits, '-', '_' or '.', starting and ending with "
+            f"a letter or digit, got {value!r}."
+        )
+    return value
+
+
+def keyed_factories(spec: object, create: object, attach: object) -> None:
+    """`KeyedSandboxes` takes a `SandboxSpec`, or both `create` and `attach` functions."""
+    if (spec is None) == (create is None) or (create is None) != (attach is None):
+        raise ConfigurationError(
+            "KeyedSandboxes needs a SandboxSpec, or both create= and attach= functions "
+            "(not both kinds)."
+        )
+
+
 # -- background processes ------------------------------------------------------------------------
 
 

@@ -201,8 +201,12 @@ class FakeOpenSandbox:
         return box if isinstance(box, httpx.Response) else httpx.Response(200, json=self._info(box))
 
     def _list(self, request: httpx.Request) -> httpx.Response:
+        # The SDK sends one `metadata` parameter, `k1=v1&k2=v2` (as the server reads it).
         wanted = dict(
-            item.split("=", 1) for item in request.url.params.get_list("metadata") if "=" in item
+            pair.split("=", 1)
+            for item in request.url.params.get_list("metadata")
+            for pair in item.split("&")
+            if "=" in pair
         )
         items = [
             self._info(box)
