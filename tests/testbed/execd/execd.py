@@ -40,8 +40,8 @@ Commands, as recorded
   read every 100 ms and once more at exit at once; line framing: split on ``\n`` or ``\r``
   (``\r\n`` once, also across reads), terminator stripped, a blank line is ``"\n"``, the
   unterminated last line is sent bare at exit; stdout and stderr are tailed independently.
-* Events: ``JSON\n\n``, one per HTTP chunk, Go's encoding (``<>&``, U+2028/9 escaped, U+0085
-  raw, invalid UTF-8 -> U+FFFD per byte, zero fields omitted); ``ping`` right after ``init``
+* Events: ``JSON\n\n``, one per HTTP chunk, Go 1.25's encoding (``<>&``, U+2028/9 escaped,
+  U+0085 raw, each invalid UTF-8 byte written as the escape ``\\ufffd``, zero fields omitted); ``ping`` right after ``init``
   and every 3 s; ``execution_complete`` or ``error`` (``exit status N``; ``-1`` with ``signal:
   killed`` on timeout -- SIGKILL to the group -- or ``signal: terminated`` when interrupted);
   then the stream is held ``EXECD_API_GRACE_SHUTDOWN`` (default ``1s``), background runs too.
@@ -62,7 +62,8 @@ Commands, as recorded
   Content-Length/Transfer-Encoding, no Server header; gin's ``404 page not found``.
 * ``EXECD_ACCESS_TOKEN`` / ``--access-token``: every route requires header
   ``X-EXECD-ACCESS-TOKEN`` (401 ``{"error": ...}``). ``/proxy/<port>/<path>`` reverse proxy.
-* ``/metrics``, ``/metrics/watch`` from /proc.
+* ``/metrics`` (CPU sampled over 1 s before the answer) and ``/metrics/watch`` (labelled
+  text/event-stream, bare ``JSON\n`` lines every 2 s, the first after 2 s), from /proc.
 
 Modelled, not recorded
 ----------------------
@@ -95,7 +96,8 @@ bodies over 2048 bytes are chunked as Go sends them. v1.0.18: no ``/directories/
 inserts ``new`` around every character. ``/files/search`` walks without following links and
 matches base names with doublestar-style globs (``*``, ``**``, ``?``, ``[!x]``, ``{a,b}``,
 backslash escapes, ``!(p)``); a bad pattern (a bare ``!``, ``[``) is a 500. Request bodies give
-Go's ``encoding/json`` errors (syntax, type mismatch with the Go field path).
+Go's ``encoding/json`` errors (syntax, type mismatch with the Go 1.25 field path: map keys not
+named, an embedded struct named: ``FileMetadata.Permission.mode``).
 *Not reproduced*: upstream's exact lazy glob validation (a malformed part of a pattern that the
 matcher never reaches is still an error here) and the race of Go's random map order when one
 request names several paths that fail differently (here: the order sent).
@@ -152,8 +154,8 @@ ACCESS_TOKEN = os.environ.get("EXECD_ACCESS_TOKEN", "")
 TOKEN_HEADER = "X-EXECD-ACCESS-TOKEN"
 PING_INTERVAL = 3.0
 # Upstream's time per output event (encode, write, flush): the recorded `seq 1 20000` sends its
-# 20,000 events, read at exit, over ~217 ms.
-EVENT_WRITE_S = 10.8e-6
+# 20,000 events, read at exit, over ~280 ms (v1.0.19) and ~320 ms (v1.0.18), Go 1.25.5 builds.
+EVENT_WRITE_S = 15.0e-6
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,6 +200,13 @@ def go_decode(data: bytes) -> str:
         return data.decode("utf-8", "execd-go-replace")
 
 
+def go_output_text(data: bytes) -> str:
+    """Output bytes -> str for an event: each invalid byte kept as a lone surrogate
+    (surrogateescape), which :func:`go_json` writes as the escape ``\\ufffd``, as Go's encoder
+    writes invalid UTF-8 (a valid U+FFFD in the output stays a raw character)."""
+    return data.decode("utf-8", "surrogateescape")
+
+
 def _go_replace(exc: UnicodeError) -> tuple[str, int]:
     assert isinstance(exc, UnicodeDecodeError)
     return "\ufffd", exc.start + 1
@@ -208,15 +217,20 @@ codecs.register_error("execd-go-replace", _go_replace)
 
 _JSON_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _encode_string: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined]
-_GO_ESCAPES = re.compile("[<>&\u2028\u2029]")
+_GO_ESCAPES = re.compile("[<>&\u2028\u2029\udc80-\udcff]")
 _GO_ESCAPE_TEXT = {c: f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"}
 
 
+def _go_escape(m: re.Match[str]) -> str:
+    return _GO_ESCAPE_TEXT.get(m.group(0), "\\ufffd")
+
+
 def go_json(obj: object) -> bytes:
-    """Compact JSON as Go's encoding/json writes it: ``<>&`` and U+2028/U+2029 escaped."""
+    """Compact JSON as Go's encoding/json writes it: ``<>&`` and U+2028/U+2029 escaped, and an
+    invalid byte (a lone surrogate from surrogateescape) as ``\\ufffd``, as Go 1.25 writes it."""
     text = _encode_string(obj) if type(obj) is str else _JSON_ENCODER.encode(obj)
     if _GO_ESCAPES.search(text):
-        text = _GO_ESCAPES.sub(lambda m: _GO_ESCAPE_TEXT[m.group(0)], text)
+        text = _GO_ESCAPES.sub(_go_escape, text)
     return text.encode("utf-8", "surrogatepass")
 
 
@@ -615,10 +629,12 @@ _GO_INT_RANGES = {
 _PERMISSION_FIELDS = {"owner": "string", "group": "string", "mode": "int"}
 GO_PERMISSION = ("struct", "Permission", _PERMISSION_FIELDS, "model.Permission")
 GO_PERMISSION_MAP = ("map", GO_PERMISSION, "map[string]model.Permission")
+# FileMetadata embeds Permission: Go 1.24+ names the embedded struct in a field's error path
+# (``FileMetadata.Permission.mode``); a field key "Embedded.name" says so.
 GO_FILE_METADATA = (
     "struct",
     "FileMetadata",
-    {"path": "string", **_PERMISSION_FIELDS},
+    {"path": "string", **{f"Permission.{k}": v for k, v in _PERMISSION_FIELDS.items()}},
     "model.FileMetadata",
 )
 GO_RENAME_LIST = (
@@ -707,11 +723,11 @@ class _GoUnmarshal:
                 return None
             out = {}
             for key, item in value.items():
-                self.fields.append(key)
+                # Go 1.25 does not name map keys in an error's field path (``envs``, not
+                # ``envs.A``)
                 decoded = self.run(item, schema[1])
                 # null stores the element's zero value (a struct's: None, read as empty)
                 out[key] = "" if decoded is None and schema[1] == "string" else decoded
-                self.fields.pop()
             return out
         if kind == "slice":
             if not isinstance(value, list):
@@ -723,19 +739,20 @@ class _GoUnmarshal:
             self._mismatch(_go_kind(value), schema)
             return None
         result: dict[str, object] = {}
+        by_json = {f.rpartition(".")[2]: f for f in fields}  # "Permission.mode" -> json "mode"
         for key, item in value.items():
             name = (
                 key
-                if key in fields
-                else next((f for f in fields if f.lower() == key.lower()), None)
+                if key in by_json
+                else next((f for f in by_json if f.lower() == key.lower()), None)
             )
             if name is None:
                 continue
-            saved = self.struct
+            saved, depth = self.struct, len(self.fields)
             self.struct = struct_name
-            self.fields.append(name)
-            decoded = self.run(item, fields[name])
-            self.fields.pop()
+            self.fields += by_json[name].split(".")
+            decoded = self.run(item, fields[by_json[name]])
+            del self.fields[depth:]
             self.struct = saved
             if decoded is not None:
                 result[name] = decoded
@@ -1078,11 +1095,11 @@ class Tailer:
             data = self.pending + data
             cut = len(data) if final else _complete_prefix(data)
             data, self.pending = data[:cut], data[cut:]
-            return [go_decode(data)] if data else []
+            return [go_output_text(data)] if data else []
         chunks = self.splitter.feed(data)
         if final:
             chunks += self.splitter.flush()
-        return [go_decode(c) for c in chunks]
+        return [go_output_text(c) for c in chunks]
 
 
 class EventStream:
@@ -1563,7 +1580,7 @@ def run_session(h: Handler, sid: str, raw: bytes) -> None:
     pwd = ""
     assert proc.stdout is not None
     for raw_line in proc.stdout:
-        line = go_decode(raw_line.rstrip(b"\n").removesuffix(b"\r"))
+        line = go_output_text(raw_line.rstrip(b"\n").removesuffix(b"\r"))
         if line == ENV_START:
             in_env = True
         elif line == ENV_END:
@@ -1705,12 +1722,9 @@ def file_type(st: os.stat_result) -> str:
 
 
 def go_text(value: str) -> str:
-    """A str that may carry undecodable bytes (surrogateescape) as Go's JSON encoder sends it."""
-    try:
-        value.encode("utf-8")
-        return value
-    except UnicodeEncodeError:
-        return go_decode(value.encode("utf-8", "surrogateescape"))
+    """A str that may carry undecodable bytes (surrogateescape) as Go's JSON encoder sends it:
+    unchanged, since :func:`go_json` writes each such byte as the escape ``\\ufffd``."""
+    return value
 
 
 def _go_text_tree(obj: object) -> object:
@@ -2287,10 +2301,23 @@ def _cpu_times() -> tuple[int, int]:
     return sum(parts), idle
 
 
-def metrics() -> dict:
+METRICS_SAMPLE_S = 1.0  # /metrics measures the CPU over 1 s before it answers
+METRICS_WATCH_S = 2.0  # /metrics/watch: a sample every 2 s, the first after 2 s
+
+
+def _go_float(value: float) -> float | int:
+    """A float64 as Go's encoding/json writes it: a whole number without ``.0``."""
+    return int(value) if value.is_integer() else value
+
+
+def metrics(since: tuple[int, int] | None = None) -> dict:
+    """execd's metrics from /proc (the machine's figures, not a container's limits): CPU use
+    since `since` (a :func:`_cpu_times` reading), or over METRICS_SAMPLE_S when not given."""
     try:
-        t1, i1 = _cpu_times()
-        time.sleep(0.1)
+        if since is None:
+            since = _cpu_times()
+            time.sleep(METRICS_SAMPLE_S)
+        t1, i1 = since
         t2, i2 = _cpu_times()
         pct = 100.0 * (1 - (i2 - i1) / (t2 - t1)) if t2 > t1 else 0.0
     except OSError:
@@ -2305,11 +2332,15 @@ def metrics() -> dict:
         pass
     total = mem.get("MemTotal", 0) / 1024.0
     avail = mem.get("MemAvailable", mem.get("MemFree", 0)) / 1024.0
+    try:
+        cpus = len(os.sched_getaffinity(0))  # GOMAXPROCS
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
     return {
-        "cpu_count": float(os.cpu_count() or 1),
-        "cpu_used_pct": round(pct, 2),
-        "mem_total_mib": total,
-        "mem_used_mib": total - avail,
+        "cpu_count": cpus,
+        "cpu_used_pct": _go_float(pct),
+        "mem_total_mib": _go_float(total),
+        "mem_used_mib": _go_float(total - avail),
         "timestamp": now_ms(),
     }
 
@@ -3248,10 +3279,16 @@ class Handler(BaseHTTPRequestHandler):
         self.send_json(200, metrics())
 
     def watch_metrics(self, q: dict) -> None:
+        """Labelled text/event-stream, but bare ``JSON\\n`` lines (no blank line), one HTTP
+        chunk each, every METRICS_WATCH_S seconds (the first after one interval)."""
         stream = EventStream(self)
+        stream._write(b"")  # the headers at once
+        due = time.monotonic()
         while not stream.broken:
-            stream.send(metrics())
-            time.sleep(0.9)
+            since = _cpu_times()
+            due += METRICS_WATCH_S
+            time.sleep(max(0.0, due - time.monotonic()))
+            stream.send_raw(go_json(metrics(since)) + b"\n")
 
     # -- proxy ----------------------------------------------------------------------------
     def proxy(self, method: str, path: str, raw_query: str) -> None:
