@@ -3774,6 +3774,7 @@ class PtyRun:
         if pid == 0:  # pragma: no cover - the child, until exec
             try:
                 signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+                os.closerange(3, 65536)  # the daemon's sockets and other terminals
                 fcntl.ioctl(0, termios.TIOCSWINSZ, winsize)
                 if cwd:
                     os.chdir(cwd)
@@ -3819,8 +3820,8 @@ class PtyRun:
                     continue
                 try:
                     data = os.read(fd, 65536)
-                except OSError:  # EIO: the terminal's last holder closed it
-                    return
+                except OSError:  # EIO: no process holds the terminal open (now)
+                    data = b""
                 if not data:
                     return
                 if PTY_EXIT_LOSS == "always":
@@ -3829,6 +3830,10 @@ class PtyRun:
                 else:
                     self.session.output(self, channel, data)
         finally:
+            # closing a pty's master hangs its terminal up: a process between closing its last
+            # descriptor and exiting (coreutils `cat` closes 0, 1 and 2 itself) would die of
+            # SIGHUP. So the master is closed once the process has exited.
+            self.exited.wait()
             with contextlib.suppress(OSError):
                 os.close(fd)
 
