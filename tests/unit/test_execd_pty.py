@@ -30,8 +30,8 @@ from websockets.sync.client import ClientConnection, connect
 class Term:
     """One connection to a pty session: output bytes per channel, text frames as JSON."""
 
-    def __init__(self, d: Daemon, sid: str, query: str = "") -> None:
-        url = f"ws://127.0.0.1:{d.port}/pty/{sid}/ws{query}"
+    def __init__(self, d: Daemon, sid: str, query: str = "", via: str = "") -> None:
+        url = f"ws://127.0.0.1:{d.port}{via}/pty/{sid}/ws{query}"
         self._stack = contextlib.ExitStack()
         # close_timeout: after a close the daemon leaves TCP open (as the real one does), and a
         # client that waits for it to close TCP first waits this long
@@ -359,6 +359,26 @@ def test_an_unmasked_frame_gets_close_1002_and_tcp_is_left_open(d19: Daemon) -> 
     t.close()
     s.close()
     d19.client.delete(f"/pty/{sid}")
+
+
+def test_the_daemons_own_proxy_relays_the_websocket(d19: Daemon) -> None:
+    """On the testbed a sandbox's endpoint for execd's port is execd's `/proxy/44772`: the
+    upgrade goes through it, as through the real daemon's reverse proxy."""
+    via = f"/proxy/{d19.port}"
+    r = d19.client.post(f"{via}/pty", json={})
+    assert r.status_code == 201
+    sid = r.json()["session_id"]
+    t = Term(d19, sid, via=via)
+    assert t.text("connected")["session_id"] == sid
+    t.until(rb"# $")
+    with pytest.raises(InvalidStatus) as refused:
+        Term(d19, sid, via=via)  # an answer other than 101 is relayed as it is
+    assert refused.value.response.status_code == 409
+    t.send(b"echo via-$((1+1))\r")
+    t.until(rb"via-2\r\n")
+    t.send(b"exit 0\r")
+    assert t.text("exit")["exit_code"] == 0
+    assert t.closed() == (1000, "process exited")
 
 
 # ------------------------------------------------------------------------------------- knobs

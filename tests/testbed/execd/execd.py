@@ -135,12 +135,14 @@ daemon's bug, by ``OSB_EXECD_PTY_EXIT_LOSS``: ``race`` (default: the exit is han
 and output still on its way is dropped, from the client and the replay buffer alike; about one
 exit in three here), ``always`` (output is held ``OSB_EXECD_PTY_EXIT_LOSS_MS``, 50 ms, before
 it is passed on, and what is held at the exit is dropped: deterministic), ``never``.
+``/proxy/<port>`` relays an upgrade (a WebSocket: the sandbox's endpoints on the testbed reach
+execd's own port through it) as Go's ReverseProxy does: the backend's 101, then bytes both ways.
 *Modelled*: the idle rule ends TCP without a close frame; origins are not checked; no read size
 limit; a write to a gone client forwards SIGPIPE as the command routes do.
 
 Real-daemon behaviours NOT reproduced
 -------------------------------------
-* The Jupyter code-interpreting API (``/code*``), websocket proxying, OpenTelemetry, log levels, the ``--jupyter-*`` flags; signals received by the daemon are not
+* The Jupyter code-interpreting API (``/code*``), OpenTelemetry, log levels, the ``--jupyter-*`` flags; signals received by the daemon are not
   forwarded to running command groups.
 * Session output lines longer than 16 MiB are not an error here; session and command ids are
   random (UUIDs, 32 hex digits), not upstream's generators.
@@ -3337,6 +3339,9 @@ class Handler(BaseHTTPRequestHandler):
             self.send_text(400, "port is required\n")
             return
         target = "/" + sub + (("?" + raw_query) if raw_query else "")
+        if is_upgrade(self) and port.isdigit():  # PTY hook: WebSocket upgrades relayed
+            proxy_upgrade(self, int(port), target)
+            return
         reader = BodyReader(self.rfile, self.headers)
         has_body = "Content-Length" in self.headers or reader.chunked
         body = self.read_body() if has_body else None
@@ -4198,6 +4203,74 @@ def pty_route(method: str, path: str) -> Callable[[Handler, dict], None] | None:
     if len(parts) == 3 and parts[0] == "pty" and parts[2] == "ws" and method == "GET":
         return lambda h, q: pty_ws(h, parts[1], q)
     return None
+
+
+def is_upgrade(h: Handler) -> bool:
+    """A request to switch protocols (`Connection: upgrade` with an `Upgrade` header)."""
+    tokens = [
+        t.strip().lower() for v in h.headers.get_all("Connection") or [] for t in v.split(",")
+    ]
+    return "upgrade" in tokens and bool(h.headers.get("Upgrade"))
+
+
+def proxy_upgrade(h: Handler, port: int, target: str) -> None:
+    """`/proxy/<port>` for an upgrade (a WebSocket), as Go's httputil.ReverseProxy relays one:
+    the request goes on with `Connection: Upgrade`; a 101 whose `Upgrade` matches is written back
+    and bytes are copied both ways until either side ends, then both connections are closed;
+    any other answer is relayed as an ordinary response."""
+    kind = str(h.headers.get("Upgrade"))
+    lines = [f"{h.command} {target} HTTP/1.1", f"Host: 127.0.0.1:{port}"]
+    for k, v in h.headers.items():
+        if k.lower() not in HOP_HEADERS:
+            lines.append(f"{k}: {v}")
+    lines += ["Connection: Upgrade", f"Upgrade: {kind}"]
+    lines.append(f"X-Forwarded-For: {h.client_address[0]}")
+    try:
+        back = socket.create_connection(("127.0.0.1", port), timeout=30)
+        back.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = back.recv(65536)
+            if not chunk:
+                raise OSError("the backend closed the connection")
+            head += chunk
+    except (OSError, UnicodeEncodeError):
+        h.send_text(502, "Bad Gateway\n")
+        return
+    head, _, early = head.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    got = {k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in header_lines)}
+    h.close_connection = True
+    if status_line.split(" ")[1:2] != ["101"] or got.get("upgrade", "").lower() != kind.lower():
+        # an ordinary answer (the daemon's own have a Content-Length), relayed as it came
+        want = int(got.get("content-length", "0") or 0)
+        with contextlib.suppress(OSError):
+            while len(early) < want and (chunk := back.recv(65536)):
+                early += chunk
+            h.connection.sendall(head + b"\r\n\r\n" + early[:want])
+        back.close()
+        return
+    h.log_request(101)
+    h.connection.sendall(head + b"\r\n\r\n" + early)
+    back.settimeout(None)
+
+    def to_backend() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while data := h.rfile.read1(65536):
+                back.sendall(data)
+        with contextlib.suppress(OSError):
+            back.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            h.connection.shutdown(socket.SHUT_RDWR)
+
+    threading.Thread(target=to_backend, daemon=True).start()
+    with contextlib.suppress(OSError):
+        while data := back.recv(65536):
+            h.connection.sendall(data)
+    for sock in (h.connection, back):
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+    back.close()
 
 
 # ==== PTY END ====
