@@ -17,12 +17,14 @@ import os
 import re
 import socket
 import struct
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_execd_daemon import Daemon
+from test_execd_daemon import DAEMON, Daemon
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
@@ -425,3 +427,27 @@ def test_exit_loss_never_keeps_every_byte(d19: Daemon) -> None:
         t = Term(d19, create(d19, command="echo early; echo late"))
         t.text("exit")
         assert t.out[1] == b"early\r\nlate\r\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("OSB_EXECD_PTY_EXIT_LOSS", "sometimes", "is not one of race, always, never"),
+        ("OSB_EXECD_PTY_IDLE_S", "a minute", "is not a positive number"),
+        ("OSB_EXECD_PTY_PING_S", "0", "is not a positive number"),
+    ],
+)
+def test_a_knob_it_cannot_use_stops_the_daemon_with_the_reason(
+    name: str, value: str, says: str
+) -> None:
+    env = {**os.environ, name: value}
+    done = subprocess.run(
+        [sys.executable, str(DAEMON), "--host", "127.0.0.1", "--port", "9"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert f"{name}={value!r} {says}" in done.stderr

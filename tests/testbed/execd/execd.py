@@ -3547,9 +3547,21 @@ import socket  # noqa: E402
 import struct  # noqa: E402
 import termios  # noqa: E402
 
-PTY_PING_S = float(os.environ.get("OSB_EXECD_PTY_PING_S") or 30.0)
+
+def _pty_seconds(name: str, default: float) -> float:
+    """A positive number of seconds from env `name`; NaN when it is not one (refused at start
+    by :func:`pty_config_problem`)."""
+    text = os.environ.get(name, "").strip()
+    try:
+        value = float(text) if text else default
+    except ValueError:
+        return float("nan")
+    return value if value > 0 else float("nan")
+
+
+PTY_PING_S = _pty_seconds("OSB_EXECD_PTY_PING_S", 30.0)
 """The server pings each connection this often (WebSocket ping, empty payload)."""
-PTY_IDLE_S = float(os.environ.get("OSB_EXECD_PTY_IDLE_S") or 60.0)
+PTY_IDLE_S = _pty_seconds("OSB_EXECD_PTY_IDLE_S", 60.0)
 """A connection that sent no frame (pongs count) for this long is ended (TCP closed)."""
 PTY_EXIT_LOSS = os.environ.get("OSB_EXECD_PTY_EXIT_LOSS", "").strip() or "race"
 """What happens to the output a shell writes just before it exits: ``race`` (the real daemon's
@@ -3557,7 +3569,7 @@ bug: the exit is handled without waiting for the output still on its way, which 
 when it loses the race), ``always`` (output is held for PTY_EXIT_LOSS_MS before it is passed on,
 and what is held when the shell exits is dropped: the last moments' output never reaches a
 client nor the replay buffer) or ``never`` (every byte is read before `exit` is sent)."""
-PTY_EXIT_LOSS_MS = float(os.environ.get("OSB_EXECD_PTY_EXIT_LOSS_MS") or 50.0)
+PTY_EXIT_LOSS_MS = _pty_seconds("OSB_EXECD_PTY_EXIT_LOSS_MS", 50.0)
 PTY_REPLAY_MAX = 1 << 20  # the replay buffer keeps the last 1 MiB of output
 PTY_TAKEOVER = PROFILE in ("1.0.19", "1.1")  # v1.0.18 ignores ?takeover=1
 PTY_COMMAND = PROFILE in ("1.0.19", "1.1")  # v1.0.18 has no `command` field
@@ -3573,12 +3585,24 @@ WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 WS_CONT, WS_TEXT, WS_BINARY, WS_CLOSE, WS_PING, WS_PONG = 0, 1, 2, 8, 9, 10
 # close codes a peer may send (gorilla's isValidReceivedCloseCode)
 WS_VALID_CLOSE = {1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013}
-if PTY_EXIT_LOSS not in ("race", "always", "never"):
-    sys.stderr.write(
-        f"execd.py: OSB_EXECD_PTY_EXIT_LOSS={PTY_EXIT_LOSS!r} is not one of race, always, never; "
-        "using race\n"
-    )
-    PTY_EXIT_LOSS = "race"
+
+
+def pty_config_problem() -> str | None:
+    """Why the /pty settings from the environment cannot be used (the daemon refuses to start)."""
+    if PTY_EXIT_LOSS not in ("race", "always", "never"):
+        return (
+            f"OSB_EXECD_PTY_EXIT_LOSS={PTY_EXIT_LOSS!r} is not one of race, always, never "
+            "(leave it unset for race, as the real daemon)"
+        )
+    for name, value in (
+        ("OSB_EXECD_PTY_PING_S", PTY_PING_S),
+        ("OSB_EXECD_PTY_IDLE_S", PTY_IDLE_S),
+        ("OSB_EXECD_PTY_EXIT_LOSS_MS", PTY_EXIT_LOSS_MS),
+    ):
+        if value != value:  # NaN
+            return f"{name}={os.environ.get(name)!r} is not a positive number"
+    return None
+
 
 PTY_SESSIONS: dict[str, PtySession] = {}
 PTY_LOCK = threading.Lock()
@@ -4323,6 +4347,10 @@ def main(argv: list[str]) -> int:
             f"execd.py: unknown OSB_EXECD_PROFILE {PROFILE!r}; "
             f"set it to one of {', '.join(PROFILES)} (or leave it unset for 1.0.19).\n"
         )
+        return 2
+    problem = pty_config_problem()  # PTY hook
+    if problem:
+        sys.stderr.write(f"execd.py: {problem}.\n")
         return 2
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     # hand the GIL over sooner (default 5 ms): a background command is registered within a few
