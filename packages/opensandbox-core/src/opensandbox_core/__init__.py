@@ -25,6 +25,11 @@ from ._errors import (
     OutputLimitError,
     SandboxUnavailableError,
     ServerError,
+    TerminalBusyError,
+    TerminalClosedError,
+    TerminalNotFoundError,
+    TerminalTakenOverError,
+    TerminalTimeoutError,
     UnsupportedDaemonError,
 )
 from ._files._grep import GrepMatch, GrepResult
@@ -46,7 +51,8 @@ from ._images import default_entrypoint
 from ._keywords import SpecField, spec_from_keywords
 from ._lifecycle._guard import CANCEL_CLEANUP_WAIT, CreateGuard, discard_sandbox, run_to_completion
 from ._session import DEFAULT, LIBRARY_KEY, OWNER_KEY, AsyncSandboxSession, OutputCallback
-from ._sync import BlockingBackgroundProcess, SandboxSession, run_blocking
+from ._sync import BlockingBackgroundProcess, BlockingTerminal, SandboxSession, run_blocking
+from ._terminal._handle import Terminal
 from ._types import BytesResult, CommandResult, FileInfo, FileMatch, LinePage, TransferResult
 from ._wire._framing import Framing, decode_output
 
@@ -65,6 +71,7 @@ __all__ = [
     "AuthenticationError",
     "BackgroundProcess",
     "BlockingBackgroundProcess",
+    "BlockingTerminal",
     "BytesResult",
     "CheckpointFiles",
     "CommandResult",
@@ -100,6 +107,12 @@ __all__ = [
     "SnapshotRef",
     "SnapshotsUnsupportedError",
     "SpecField",
+    "Terminal",
+    "TerminalBusyError",
+    "TerminalClosedError",
+    "TerminalNotFoundError",
+    "TerminalTakenOverError",
+    "TerminalTimeoutError",
     "TransferResult",
     "UnsupportedDaemonError",
     "UploadOptions",

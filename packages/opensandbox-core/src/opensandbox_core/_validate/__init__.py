@@ -30,6 +30,11 @@ The core's own calls (`_calls`, core only): `volume`, `egress_rule`, `network_po
 `started_session`, `snapshot_source`, `snapshot_id`, `restore_lifetime`, `removal_selectors`
 (snapshots, removal); `label_value`, `keyed_factories`
 (keyed sandboxes).
+`create_options` (a `SandboxSpec`'s create options); `write_data`, `replacement`, `remote_dir`,
+`exclude_patterns` (files); `keep_running` (background processes); `started_session`,
+`snapshot_source`, `snapshot_id`, `restore_lifetime`, `removal_selectors` (snapshots, removal);
+`terminal_command`, `terminal_size`, `terminal_id`, `terminal_input`, `terminal_pattern`,
+`terminal_wait` (interactive terminals).
 """
 
 from ._calls import create_options as create_options
@@ -50,6 +55,12 @@ from ._calls import snapshot_id as snapshot_id
 from ._calls import snapshot_source as snapshot_source
 from ._calls import spec_keywords as spec_keywords
 from ._calls import started_session as started_session
+from ._calls import terminal_command as terminal_command
+from ._calls import terminal_id as terminal_id
+from ._calls import terminal_input as terminal_input
+from ._calls import terminal_pattern as terminal_pattern
+from ._calls import terminal_size as terminal_size
+from ._calls import terminal_wait as terminal_wait
 from ._calls import volume as volume
 from ._calls import write_data as write_data
 from ._values import *  # noqa: F403  (the public checks, `opensandbox_core.validation`)
