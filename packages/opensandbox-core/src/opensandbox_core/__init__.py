@@ -40,6 +40,8 @@ from ._fleet._snapshots import (
 from ._lifecycle._guard import CANCEL_CLEANUP_WAIT, CreateGuard, discard_sandbox, run_to_completion
 from ._session import DEFAULT, LIBRARY_KEY, OWNER_KEY, AsyncSandboxSession, OutputCallback
 from ._sync import BlockingBackgroundProcess, SandboxSession, run_blocking
+from ._terminal_tools._keys import keystrokes
+from ._terminal_tools._specs import TerminalToolSpec
 from ._types import CommandResult, FileInfo, TransferResult
 from ._wire._framing import Framing, decode_output
 
@@ -79,6 +81,7 @@ __all__ = [
     "ServerError",
     "SnapshotRef",
     "SnapshotsUnsupportedError",
+    "TerminalToolSpec",
     "TransferResult",
     "UnsupportedDaemonError",
     "UploadOptions",
@@ -89,6 +92,7 @@ __all__ = [
     "destroy_sandbox",
     "discard_sandbox",
     "get_snapshot",
+    "keystrokes",
     "list_sandboxes",
     "list_snapshots",
     "remove_sandboxes",
