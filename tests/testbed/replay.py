@@ -50,6 +50,7 @@ from typing import Any
 
 __all__ = [
     "DELIBERATE_DIFFERENCES",
+    "NOT_YET_REPLAYED",
     "RECORDINGS",
     "VERSIONS",
     "Deliberate",
@@ -67,6 +68,9 @@ RECORDINGS = Path(__file__).resolve().parents[1] / "data" / "execd-recordings"
 DAEMON = Path(__file__).resolve().parent / "execd" / "execd.py"
 VERSIONS = {"v1.0.19": "1.0.19", "v1.0.18": "1.0.18"}
 """Recorded daemon version -> the testbed daemon's profile that must answer like it."""
+
+NOT_YET_REPLAYED = "pty_*"
+"""Cases the daemon does not serve yet (the interactive terminal, /pty): left out of the replay."""
 
 # Timing tolerance, lopsided: a busy host only ever delays the daemon, so being early (faster,
 # kinder than the recording) is held tight, being late less so. A time t differs from the
@@ -272,7 +276,7 @@ def _exchange(
     headers: list[tuple[str, str]],
     body: bytes,
     *,
-    close_after_first_chunk: bool,
+    close_after_chunks: int,
     on_chunk: Any,
 ) -> Live:
     live = Live()
@@ -320,7 +324,7 @@ def _exchange(
                     rd.exact(2)
                     live.chunks.append((rd.arrived(), data))
                     on_chunk(data)
-                    if close_after_first_chunk:
+                    if close_after_chunks and len(live.chunks) >= close_after_chunks:
                         live.closed_by_client = True
                         break
                 live.body = b"".join(c for _, c in live.chunks)
@@ -514,6 +518,13 @@ def _plan(case: dict[str, Any]) -> list[_Sched]:
     return plan
 
 
+def _close_after(resp: dict[str, Any]) -> int:
+    """How many chunks the recorder read before it hung up on purpose (0: it did not)."""
+    if not resp.get("closed_by_client"):
+        return 0
+    return max(1, len(_recorded_chunks(resp)))
+
+
 def _run_case(daemon: _Daemon, case: dict[str, Any]) -> list[Live]:
     plan = _plan(case)
     n = len(plan)
@@ -581,7 +592,7 @@ def _run_case(daemon: _Daemon, case: dict[str, Any]) -> list[Live]:
                 target,
                 headers,
                 body,
-                close_after_first_chunk=bool(ex["response"].get("closed_by_client")),
+                close_after_chunks=_close_after(ex["response"]),
                 on_chunk=on_chunk,
             )
         except OSError as exc:
@@ -604,6 +615,8 @@ def _run_case(daemon: _Daemon, case: dict[str, Any]) -> list[Live]:
 # ---------------------------------------------------------------------------------------------
 # Normalising and comparing
 
+# /metrics values (the machine's CPU count, load and memory) vary; their names and order do not
+_METRIC = re.compile(r'"(cpu_count|cpu_used_pct|mem_total_mib|mem_used_mib)":-?[0-9][0-9.eE+-]*')
 _TIME_FIELD = re.compile(r'"(started_at|finished_at|modified_at|created_at)":"[^"]*"')
 
 
@@ -642,6 +655,7 @@ def _norm_raw(data: bytes) -> str:
     text = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<SID>", text)
     text = re.sub(r"[0-9a-f]{32}", "<ID>", text)
     text = re.sub(r'"timestamp":\d+', '"timestamp":0', text)
+    text = _METRIC.sub(lambda m: f'"{m.group(1)}":<N>', text)
     text = re.sub(r'"execution_time":\d+,', "", text)
     text = _TIME_FIELD.sub(lambda m: f'"{m.group(1)}":"<TIME>"', text)
     text = re.sub(r"execd_bash_\d+", "execd_bash_N", text)
@@ -965,7 +979,12 @@ def replay_version(
       in `/tmp` that the recording had; their second results are not used).
     """
     recording = load(version)
-    cases = [c for c in recording["cases"] if fnmatch.fnmatchcase(c["name"], case_glob)]
+    cases = [
+        c
+        for c in recording["cases"]
+        if fnmatch.fnmatchcase(c["name"], case_glob)
+        and not fnmatch.fnmatchcase(c["name"], NOT_YET_REPLAYED)
+    ]
     log_dir = log_dir or Path(tempfile.gettempdir())
     log_path = log_dir / f"execd-replay-{version}-{os.getpid()}.log"
     info: dict[str, Any] = {"log": str(log_path), "profile": VERSIONS[version], "retried": []}

@@ -228,6 +228,12 @@ NOT_ARGUMENT_CHECKS = {
     ("_lifecycle/_reach.py", "probe"): (
         "the sandbox could not enter working_dir: the probe's answer, after I/O"
     ),
+    ("_terminal/_open.py", "_create"): (
+        "execd could not make or use the terminal's cwd: its answer to POST /pty, after I/O"
+    ),
+    ("_terminal/_open.py", "_started"): (
+        "the terminal's shell could not enter its cwd: what the shell said, after I/O"
+    ),
 }
 """The core's raises of argument-error types outside `_validate`, each with why it is not an
 argument check (keyed by module and enclosing function)."""

@@ -40,8 +40,8 @@ Commands, as recorded
   read every 100 ms and once more at exit at once; line framing: split on ``\n`` or ``\r``
   (``\r\n`` once, also across reads), terminator stripped, a blank line is ``"\n"``, the
   unterminated last line is sent bare at exit; stdout and stderr are tailed independently.
-* Events: ``JSON\n\n``, one per HTTP chunk, Go's encoding (``<>&``, U+2028/9 escaped, U+0085
-  raw, invalid UTF-8 -> U+FFFD per byte, zero fields omitted); ``ping`` right after ``init``
+* Events: ``JSON\n\n``, one per HTTP chunk, Go 1.25's encoding (``<>&``, U+2028/9 escaped,
+  U+0085 raw, each invalid UTF-8 byte written as the escape ``\\ufffd``, zero fields omitted); ``ping`` right after ``init``
   and every 3 s; ``execution_complete`` or ``error`` (``exit status N``; ``-1`` with ``signal:
   killed`` on timeout -- SIGKILL to the group -- or ``signal: terminated`` when interrupted);
   then the stream is held ``EXECD_API_GRACE_SHUTDOWN`` (default ``1s``), background runs too.
@@ -62,7 +62,8 @@ Commands, as recorded
   Content-Length/Transfer-Encoding, no Server header; gin's ``404 page not found``.
 * ``EXECD_ACCESS_TOKEN`` / ``--access-token``: every route requires header
   ``X-EXECD-ACCESS-TOKEN`` (401 ``{"error": ...}``). ``/proxy/<port>/<path>`` reverse proxy.
-* ``/metrics``, ``/metrics/watch`` from /proc.
+* ``/metrics`` (CPU sampled over 1 s before the answer) and ``/metrics/watch`` (labelled
+  text/event-stream, bare ``JSON\n`` lines every 2 s, the first after 2 s), from /proc.
 
 Modelled, not recorded
 ----------------------
@@ -95,15 +96,51 @@ bodies over 2048 bytes are chunked as Go sends them. v1.0.18: no ``/directories/
 inserts ``new`` around every character. ``/files/search`` walks without following links and
 matches base names with doublestar-style globs (``*``, ``**``, ``?``, ``[!x]``, ``{a,b}``,
 backslash escapes, ``!(p)``); a bad pattern (a bare ``!``, ``[``) is a 500. Request bodies give
-Go's ``encoding/json`` errors (syntax, type mismatch with the Go field path).
+Go's ``encoding/json`` errors (syntax, type mismatch with the Go 1.25 field path: map keys not
+named, an embedded struct named: ``FileMetadata.Permission.mode``).
 *Not reproduced*: upstream's exact lazy glob validation (a malformed part of a pattern that the
 matcher never reaches is still an error here) and the race of Go's random map order when one
 request names several paths that fail differently (here: the order sent).
 
+Interactive terminal (``/pty``), as recorded
+--------------------------------------------
+*Recorded* (``pty_*``, every profile; the code is the block between ``# ==== PTY BEGIN ====``
+and ``# ==== PTY END ====``): ``POST /pty`` (body optional; ``cwd``, expanded like other paths
+and created at once; ``command`` on 1.0.19 and 1.1 only, elsewhere an unknown field: a plain
+shell) answers 201 ``{"session_id"}``; a cwd that cannot be expanded or made answers 500 with
+the error object followed by ``{"session_id"}`` of a session that does not exist. ``GET
+/pty/{id}`` (``running``, ``output_offset``), ``DELETE /pty/{id}`` (SIGKILL to the shell's
+group; a connected client gets ``exit`` -1, close 1000); unknown or deleted ids are 404
+``CONTEXT_NOT_FOUND`` on every route. ``GET /pty/{id}/ws`` upgrades (gorilla's checks: a plain
+GET or ``Sec-WebSocket-Version: 8`` is 400 "Bad Request"; 409 ``ALREADY_CONNECTED`` first when
+a client holds the session) and starts ``bash --norc --noprofile`` (``-c <command>``) in the
+session's cwd with the daemon's environment: on a real pty (``os.forkpty``, 80x24, the line
+discipline's echo and ``\r\n``) or, with ``?pty=0``, on pipes (stdout type 1, stderr type 2);
+the mode is fixed while that shell runs, an exited shell starts again at the next connection.
+Frames: server JSON text frames end with ``\n`` (``connected``, ``exit``, ``pong``, ``error``
+``INVALID_FRAME`` for an unknown type); output in binary frames (type byte 1/2); on a
+reconnection one replay frame (type 3, 8-byte offset; the last 1 MiB, from ``?since=``) before
+``connected``. Client frames: stdin (binary 0x00 + bytes, or JSON), ``resize``, ``signal``
+(SIGINT, SIGTERM, SIGKILL, SIGQUIT, SIGHUP to the shell's process group), ``ping``; JSON Go
+cannot decode, other type bytes, empty frames, a zero size, unknown signals are ignored; a
+WebSocket ping gets its pong, fragments are joined, an unmasked frame gets close 1002 "bad
+MASK". One client at a time; 1.0.19 and 1.1: ``?takeover=1`` answers 101 at once, the holder
+gets close 4001 ``TAKEN_OVER`` and a TCP close, the newcomer retries the lock every 10 ms (1.0.18
+and 1.0.16 ignore it: 409). After ``exit``: close 1000 "process exited", then TCP is closed;
+after a client's close (echoed with its code) or a protocol error TCP is left open (until the
+client closes it, or ``OSB_EXECD_PTY_IDLE_S``) and the session is free at once. The server
+pings every ``OSB_EXECD_PTY_PING_S`` (30 s) and ends a connection that sent no frame for
+``OSB_EXECD_PTY_IDLE_S`` (60 s; pongs count) by closing TCP. Output lost at exit, the real
+daemon's bug, by ``OSB_EXECD_PTY_EXIT_LOSS``: ``race`` (default: the exit is handled at once
+and output still on its way is dropped, from the client and the replay buffer alike; about one
+exit in three here), ``always`` (output is held ``OSB_EXECD_PTY_EXIT_LOSS_MS``, 50 ms, before
+it is passed on, and what is held at the exit is dropped: deterministic), ``never``.
+*Modelled*: the idle rule ends TCP without a close frame; origins are not checked; no read size
+limit; a write to a gone client forwards SIGPIPE as the command routes do.
+
 Real-daemon behaviours NOT reproduced
 -------------------------------------
-* The Jupyter code-interpreting API (``/code*``), PTY sessions (``/pty*``), websocket proxying,
-  OpenTelemetry, log levels, the ``--jupyter-*`` flags; signals received by the daemon are not
+* The Jupyter code-interpreting API (``/code*``), websocket proxying, OpenTelemetry, log levels, the ``--jupyter-*`` flags; signals received by the daemon are not
   forwarded to running command groups.
 * Session output lines longer than 16 MiB are not an error here; session and command ids are
   random (UUIDs, 32 hex digits), not upstream's generators.
@@ -152,8 +189,8 @@ ACCESS_TOKEN = os.environ.get("EXECD_ACCESS_TOKEN", "")
 TOKEN_HEADER = "X-EXECD-ACCESS-TOKEN"
 PING_INTERVAL = 3.0
 # Upstream's time per output event (encode, write, flush): the recorded `seq 1 20000` sends its
-# 20,000 events, read at exit, over ~217 ms.
-EVENT_WRITE_S = 10.8e-6
+# 20,000 events, read at exit, over ~280 ms (v1.0.19) and ~320 ms (v1.0.18), Go 1.25.5 builds.
+EVENT_WRITE_S = 15.0e-6
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,6 +235,13 @@ def go_decode(data: bytes) -> str:
         return data.decode("utf-8", "execd-go-replace")
 
 
+def go_output_text(data: bytes) -> str:
+    """Output bytes -> str for an event: each invalid byte kept as a lone surrogate
+    (surrogateescape), which :func:`go_json` writes as the escape ``\\ufffd``, as Go's encoder
+    writes invalid UTF-8 (a valid U+FFFD in the output stays a raw character)."""
+    return data.decode("utf-8", "surrogateescape")
+
+
 def _go_replace(exc: UnicodeError) -> tuple[str, int]:
     assert isinstance(exc, UnicodeDecodeError)
     return "\ufffd", exc.start + 1
@@ -208,15 +252,20 @@ codecs.register_error("execd-go-replace", _go_replace)
 
 _JSON_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _encode_string: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined]
-_GO_ESCAPES = re.compile("[<>&\u2028\u2029]")
+_GO_ESCAPES = re.compile("[<>&\u2028\u2029\udc80-\udcff]")
 _GO_ESCAPE_TEXT = {c: f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"}
 
 
+def _go_escape(m: re.Match[str]) -> str:
+    return _GO_ESCAPE_TEXT.get(m.group(0), "\\ufffd")
+
+
 def go_json(obj: object) -> bytes:
-    """Compact JSON as Go's encoding/json writes it: ``<>&`` and U+2028/U+2029 escaped."""
+    """Compact JSON as Go's encoding/json writes it: ``<>&`` and U+2028/U+2029 escaped, and an
+    invalid byte (a lone surrogate from surrogateescape) as ``\\ufffd``, as Go 1.25 writes it."""
     text = _encode_string(obj) if type(obj) is str else _JSON_ENCODER.encode(obj)
     if _GO_ESCAPES.search(text):
-        text = _GO_ESCAPES.sub(lambda m: _GO_ESCAPE_TEXT[m.group(0)], text)
+        text = _GO_ESCAPES.sub(_go_escape, text)
     return text.encode("utf-8", "surrogatepass")
 
 
@@ -615,10 +664,12 @@ _GO_INT_RANGES = {
 _PERMISSION_FIELDS = {"owner": "string", "group": "string", "mode": "int"}
 GO_PERMISSION = ("struct", "Permission", _PERMISSION_FIELDS, "model.Permission")
 GO_PERMISSION_MAP = ("map", GO_PERMISSION, "map[string]model.Permission")
+# FileMetadata embeds Permission: Go 1.24+ names the embedded struct in a field's error path
+# (``FileMetadata.Permission.mode``); a field key "Embedded.name" says so.
 GO_FILE_METADATA = (
     "struct",
     "FileMetadata",
-    {"path": "string", **_PERMISSION_FIELDS},
+    {"path": "string", **{f"Permission.{k}": v for k, v in _PERMISSION_FIELDS.items()}},
     "model.FileMetadata",
 )
 GO_RENAME_LIST = (
@@ -707,11 +758,11 @@ class _GoUnmarshal:
                 return None
             out = {}
             for key, item in value.items():
-                self.fields.append(key)
+                # Go 1.25 does not name map keys in an error's field path (``envs``, not
+                # ``envs.A``)
                 decoded = self.run(item, schema[1])
                 # null stores the element's zero value (a struct's: None, read as empty)
                 out[key] = "" if decoded is None and schema[1] == "string" else decoded
-                self.fields.pop()
             return out
         if kind == "slice":
             if not isinstance(value, list):
@@ -723,19 +774,20 @@ class _GoUnmarshal:
             self._mismatch(_go_kind(value), schema)
             return None
         result: dict[str, object] = {}
+        by_json = {f.rpartition(".")[2]: f for f in fields}  # "Permission.mode" -> json "mode"
         for key, item in value.items():
             name = (
                 key
-                if key in fields
-                else next((f for f in fields if f.lower() == key.lower()), None)
+                if key in by_json
+                else next((f for f in by_json if f.lower() == key.lower()), None)
             )
             if name is None:
                 continue
-            saved = self.struct
+            saved, depth = self.struct, len(self.fields)
             self.struct = struct_name
-            self.fields.append(name)
-            decoded = self.run(item, fields[name])
-            self.fields.pop()
+            self.fields += by_json[name].split(".")
+            decoded = self.run(item, fields[by_json[name]])
+            del self.fields[depth:]
             self.struct = saved
             if decoded is not None:
                 result[name] = decoded
@@ -1078,11 +1130,11 @@ class Tailer:
             data = self.pending + data
             cut = len(data) if final else _complete_prefix(data)
             data, self.pending = data[:cut], data[cut:]
-            return [go_decode(data)] if data else []
+            return [go_output_text(data)] if data else []
         chunks = self.splitter.feed(data)
         if final:
             chunks += self.splitter.flush()
-        return [go_decode(c) for c in chunks]
+        return [go_output_text(c) for c in chunks]
 
 
 class EventStream:
@@ -1563,7 +1615,7 @@ def run_session(h: Handler, sid: str, raw: bytes) -> None:
     pwd = ""
     assert proc.stdout is not None
     for raw_line in proc.stdout:
-        line = go_decode(raw_line.rstrip(b"\n").removesuffix(b"\r"))
+        line = go_output_text(raw_line.rstrip(b"\n").removesuffix(b"\r"))
         if line == ENV_START:
             in_env = True
         elif line == ENV_END:
@@ -1705,12 +1757,9 @@ def file_type(st: os.stat_result) -> str:
 
 
 def go_text(value: str) -> str:
-    """A str that may carry undecodable bytes (surrogateescape) as Go's JSON encoder sends it."""
-    try:
-        value.encode("utf-8")
-        return value
-    except UnicodeEncodeError:
-        return go_decode(value.encode("utf-8", "surrogateescape"))
+    """A str that may carry undecodable bytes (surrogateescape) as Go's JSON encoder sends it:
+    unchanged, since :func:`go_json` writes each such byte as the escape ``\\ufffd``."""
+    return value
 
 
 def _go_text_tree(obj: object) -> object:
@@ -2287,10 +2336,23 @@ def _cpu_times() -> tuple[int, int]:
     return sum(parts), idle
 
 
-def metrics() -> dict:
+METRICS_SAMPLE_S = 1.0  # /metrics measures the CPU over 1 s before it answers
+METRICS_WATCH_S = 2.0  # /metrics/watch: a sample every 2 s, the first after 2 s
+
+
+def _go_float(value: float) -> float | int:
+    """A float64 as Go's encoding/json writes it: a whole number without ``.0``."""
+    return int(value) if value.is_integer() else value
+
+
+def metrics(since: tuple[int, int] | None = None) -> dict:
+    """execd's metrics from /proc (the machine's figures, not a container's limits): CPU use
+    since `since` (a :func:`_cpu_times` reading), or over METRICS_SAMPLE_S when not given."""
     try:
-        t1, i1 = _cpu_times()
-        time.sleep(0.1)
+        if since is None:
+            since = _cpu_times()
+            time.sleep(METRICS_SAMPLE_S)
+        t1, i1 = since
         t2, i2 = _cpu_times()
         pct = 100.0 * (1 - (i2 - i1) / (t2 - t1)) if t2 > t1 else 0.0
     except OSError:
@@ -2305,11 +2367,15 @@ def metrics() -> dict:
         pass
     total = mem.get("MemTotal", 0) / 1024.0
     avail = mem.get("MemAvailable", mem.get("MemFree", 0)) / 1024.0
+    try:
+        cpus = len(os.sched_getaffinity(0))  # GOMAXPROCS
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
     return {
-        "cpu_count": float(os.cpu_count() or 1),
-        "cpu_used_pct": round(pct, 2),
-        "mem_total_mib": total,
-        "mem_used_mib": total - avail,
+        "cpu_count": cpus,
+        "cpu_used_pct": _go_float(pct),
+        "mem_total_mib": _go_float(total),
+        "mem_used_mib": _go_float(total - avail),
         "timestamp": now_ms(),
     }
 
@@ -2469,6 +2535,8 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def dynamic_route(self, method: str, path: str):
+        if path.startswith("/pty/"):  # PTY hook
+            return pty_route(method, path)
         parts = path.strip("/").split("/")
         if method == "GET" and len(parts) == 3 and parts[:2] == ["command", "status"]:
             return lambda h, q: h.command_status(parts[2])
@@ -3248,10 +3316,16 @@ class Handler(BaseHTTPRequestHandler):
         self.send_json(200, metrics())
 
     def watch_metrics(self, q: dict) -> None:
+        """Labelled text/event-stream, but bare ``JSON\\n`` lines (no blank line), one HTTP
+        chunk each, every METRICS_WATCH_S seconds (the first after one interval)."""
         stream = EventStream(self)
+        stream._write(b"")  # the headers at once
+        due = time.monotonic()
         while not stream.broken:
-            stream.send(metrics())
-            time.sleep(0.9)
+            since = _cpu_times()
+            due += METRICS_WATCH_S
+            time.sleep(max(0.0, due - time.monotonic()))
+            stream.send_raw(go_json(metrics(since)) + b"\n")
 
     # -- proxy ----------------------------------------------------------------------------
     def proxy(self, method: str, path: str, raw_query: str) -> None:
@@ -3453,6 +3527,677 @@ def _remove_all(path: str) -> str:
     return remove_tree(path, go_base(path), st)
 
 
+# ==== PTY BEGIN ====
+# The interactive terminal, ``/pty`` (module docstring, "Interactive terminal"): sessions, the
+# shell each one runs (on a real pty, or on pipes), and the WebSocket that drives it. The
+# WebSocket server side is written here with the standard library, as gorilla/websocket (the
+# real daemon's library) behaves on the wire: its handshake errors, its close frames ("bad MASK",
+# the echo of a client's close code) and the TCP connection it leaves open after them.
+
+import base64  # noqa: E402
+import fcntl  # noqa: E402
+import hashlib  # noqa: E402
+import select  # noqa: E402
+import socket  # noqa: E402
+import struct  # noqa: E402
+import termios  # noqa: E402
+
+PTY_PING_S = float(os.environ.get("OSB_EXECD_PTY_PING_S") or 30.0)
+"""The server pings each connection this often (WebSocket ping, empty payload)."""
+PTY_IDLE_S = float(os.environ.get("OSB_EXECD_PTY_IDLE_S") or 60.0)
+"""A connection that sent no frame (pongs count) for this long is ended (TCP closed)."""
+PTY_EXIT_LOSS = os.environ.get("OSB_EXECD_PTY_EXIT_LOSS", "").strip() or "race"
+"""What happens to the output a shell writes just before it exits: ``race`` (the real daemon's
+bug: the exit is handled without waiting for the output still on its way, which is then dropped
+when it loses the race), ``always`` (output is held for PTY_EXIT_LOSS_MS before it is passed on,
+and what is held when the shell exits is dropped: the last moments' output never reaches a
+client nor the replay buffer) or ``never`` (every byte is read before `exit` is sent)."""
+PTY_EXIT_LOSS_MS = float(os.environ.get("OSB_EXECD_PTY_EXIT_LOSS_MS") or 50.0)
+PTY_REPLAY_MAX = 1 << 20  # the replay buffer keeps the last 1 MiB of output
+PTY_TAKEOVER = PROFILE in ("1.0.19", "1.1")  # v1.0.18 ignores ?takeover=1
+PTY_COMMAND = PROFILE in ("1.0.19", "1.1")  # v1.0.18 has no `command` field
+PTY_RETRY_S = 0.01  # a takeover retries the session's lock this often
+PTY_SIGNALS = {
+    "SIGINT": signal.SIGINT,
+    "SIGTERM": signal.SIGTERM,
+    "SIGKILL": signal.SIGKILL,
+    "SIGQUIT": signal.SIGQUIT,
+    "SIGHUP": signal.SIGHUP,
+}
+WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+WS_CONT, WS_TEXT, WS_BINARY, WS_CLOSE, WS_PING, WS_PONG = 0, 1, 2, 8, 9, 10
+# close codes a peer may send (gorilla's isValidReceivedCloseCode)
+WS_VALID_CLOSE = {1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013}
+if PTY_EXIT_LOSS not in ("race", "always", "never"):
+    sys.stderr.write(
+        f"execd.py: OSB_EXECD_PTY_EXIT_LOSS={PTY_EXIT_LOSS!r} is not one of race, always, never; "
+        "using race\n"
+    )
+    PTY_EXIT_LOSS = "race"
+
+PTY_SESSIONS: dict[str, PtySession] = {}
+PTY_LOCK = threading.Lock()
+
+
+class WsProtocolError(Exception):
+    """A frame gorilla/websocket refuses: answered with close 1002 and this text."""
+
+
+class WsCloseReceived(Exception):
+    def __init__(self, payload: bytes) -> None:
+        super().__init__("close")
+        self.payload = payload
+
+
+class PtyConn:
+    """One upgraded connection: frames out (thread-safe), frames in (the handler's thread)."""
+
+    def __init__(self, h: Handler, session: PtySession) -> None:
+        self.h = h
+        self.sock: socket.socket = h.connection
+        self.rfile = h.rfile
+        self.session = session
+        self.wlock = threading.Lock()
+        self.close_sent = False
+        self.broken = False
+        self.ready = False  # replay and `connected` sent: output may go out live
+        self.ended = threading.Event()  # the connection is over (for its keep-alive thread)
+        self.last_frame = time.monotonic()
+
+    # -- writing ---------------------------------------------------------------------------
+    def _send(self, opcode: int, payload: bytes) -> bool:
+        n = len(payload)
+        if n < 126:
+            head = struct.pack("!BB", 0x80 | opcode, n)
+        elif n < 1 << 16:
+            head = struct.pack("!BBH", 0x80 | opcode, 126, n)
+        else:
+            head = struct.pack("!BBQ", 0x80 | opcode, 127, n)
+        with self.wlock:
+            if self.close_sent or self.broken:
+                return False
+            if opcode == WS_CLOSE:
+                self.close_sent = True
+            try:
+                self.sock.sendall(head + payload)
+            except BrokenPipeError:  # EPIPE: where Go receives SIGPIPE
+                self.broken = True
+                forward_sigpipe()
+                return False
+            except OSError:
+                self.broken = True
+                return False
+        return True
+
+    def send_json(self, obj: dict) -> bool:
+        return self._send(WS_TEXT, go_json(obj) + b"\n")
+
+    def send_output(self, channel: int, data: bytes) -> bool:
+        return self._send(WS_BINARY, bytes((channel,)) + data)
+
+    def send_close(self, code: int | None, reason: str = "") -> bool:
+        payload = b"" if code is None else struct.pack("!H", code) + reason.encode()
+        return self._send(WS_CLOSE, payload[:125])
+
+    def drop_tcp(self) -> None:
+        """Closes the TCP connection (FIN): the handler's read ends, its thread returns."""
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.ended.set()
+
+    # -- reading ---------------------------------------------------------------------------
+    def _read(self, n: int) -> bytes:
+        data = self.rfile.read(n) if n else b""
+        if len(data) < n:
+            raise EOFError
+        return data
+
+    def read_frame(self, fragmented: bool) -> tuple[bool, int, bytes]:
+        """One frame, checked in gorilla's order; control frames' payloads included."""
+        b0, b1 = self._read(2)
+        final, opcode, masked, n = bool(b0 & 0x80), b0 & 0x0F, bool(b1 & 0x80), b1 & 0x7F
+        self.last_frame = time.monotonic()
+        if b0 & 0x70:
+            raise WsProtocolError(f"unexpected reserved bits 0x{(b0 & 0x70) >> 4:x}")
+        if opcode in (WS_CLOSE, WS_PING, WS_PONG):
+            if n > 125:
+                raise WsProtocolError("control frame length > 125")
+            if not final:
+                raise WsProtocolError("control frame not final")
+        elif opcode in (WS_TEXT, WS_BINARY):
+            if fragmented:
+                raise WsProtocolError("message start before final message frame")
+        elif opcode == WS_CONT:
+            if not fragmented:
+                raise WsProtocolError("continuation after final message frame")
+        else:
+            raise WsProtocolError(f"unknown opcode {opcode}")
+        if n == 126:
+            (n,) = struct.unpack("!H", self._read(2))
+        elif n == 127:
+            (n,) = struct.unpack("!Q", self._read(8))
+        if not masked:
+            raise WsProtocolError("bad MASK")
+        key = self._read(4)
+        data = self._read(n)
+        if data:
+            mask = (key * (n // 4 + 1))[:n]
+            data = (int.from_bytes(data, "big") ^ int.from_bytes(mask, "big")).to_bytes(n, "big")
+        self.last_frame = time.monotonic()
+        return final, opcode, data
+
+    def messages(self) -> Iterator[tuple[int, bytes]]:
+        """Whole messages (fragments joined); pings answered, closes raised, in between."""
+        parts: list[bytes] = []
+        kind = 0
+        while True:
+            final, opcode, data = self.read_frame(bool(parts) or kind != 0)
+            if opcode == WS_PING:
+                self._send(WS_PONG, data)
+                continue
+            if opcode == WS_PONG:
+                continue
+            if opcode == WS_CLOSE:
+                if len(data) >= 2:
+                    code = struct.unpack("!H", data[:2])[0]
+                    if code not in WS_VALID_CLOSE and not 3000 <= code <= 4999:
+                        raise WsProtocolError(f"bad close code {code}")
+                    try:
+                        data[2:].decode("utf-8")
+                    except UnicodeDecodeError:
+                        raise WsProtocolError("invalid utf8 payload in close frame") from None
+                raise WsCloseReceived(data)
+            if opcode != WS_CONT:
+                kind = opcode
+            parts.append(data)
+            if final:
+                yield kind, b"".join(parts)
+                parts, kind = [], 0
+
+    def keepalive(self) -> None:
+        """Pings every PTY_PING_S; ends the connection when no frame came for PTY_IDLE_S."""
+        next_ping = time.monotonic() + PTY_PING_S
+        while True:
+            deadline = self.last_frame + PTY_IDLE_S
+            now = time.monotonic()
+            if self.ended.wait(max(0.0, min(next_ping, deadline) - now)):
+                return
+            now = time.monotonic()
+            if now >= self.last_frame + PTY_IDLE_S:
+                self.session.release(self)
+                self.drop_tcp()
+                return
+            if now >= next_ping:
+                self._send(WS_PING, b"")
+                next_ping = now + PTY_PING_S
+
+    def linger(self) -> None:
+        """After a close answered (or a protocol error) the real daemon leaves TCP open: read and
+        drop whatever comes until the client closes it, or PTY_IDLE_S without a byte."""
+        with contextlib.suppress(OSError, ValueError):
+            self.sock.settimeout(PTY_IDLE_S)
+            while self.rfile.read1(65536):
+                pass
+
+
+class PtyRun:
+    """One start of a session's shell: its process, its output readers, its exit."""
+
+    def __init__(self, session: PtySession, mode: str) -> None:
+        self.session = session
+        self.mode = mode
+        self.pid = 0
+        self.master = -1  # pty mode: the terminal's master side (the stdin too)
+        self.stdin: int = -1  # pipe mode
+        self.exited = threading.Event()  # the process has exited (reaped)
+        self.ended = False  # exit handled: later output is dropped
+        self.readers: list[threading.Thread] = []
+        self.pending: list[tuple[float, int, bytes]] = []  # `always`: output held back
+
+    def start(self, cwd: str, command: str | None) -> None:
+        argv = [shell(), "--norc", "--noprofile"] if shell() == "bash" else [shell()]
+        if command is not None:
+            argv += ["-c", command]
+        env = dict(os.environ)
+        env.update(load_extra_env())
+        if self.mode == "pty":
+            self._start_pty(argv, env, cwd)
+        else:
+            self._start_pipes(argv, env, cwd)
+        threading.Thread(target=self._wait, daemon=True).start()
+        if PTY_EXIT_LOSS == "always":
+            threading.Thread(target=self._release_held, daemon=True).start()
+
+    def _start_pty(self, argv: list[str], env: dict[str, str], cwd: str) -> None:
+        winsize = struct.pack("HHHH", 24, 80, 0, 0)
+        pid, master = os.forkpty()  # the child: a new session, the terminal as its ctty
+        if pid == 0:  # pragma: no cover - the child, until exec
+            try:
+                signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+                fcntl.ioctl(0, termios.TIOCSWINSZ, winsize)
+                if cwd:
+                    os.chdir(cwd)
+                os.execvpe(argv[0], argv, env)  # noqa: S606 - execd runs bash itself
+            finally:
+                os._exit(127)
+        self.pid, self.master = pid, master
+        self._reader(master, 1)
+
+    def _start_pipes(self, argv: list[str], env: dict[str, str], cwd: str) -> None:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd or None,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
+        assert proc.stdin and proc.stdout and proc.stderr
+        self.pid = proc.pid
+        self.stdin = os.dup(proc.stdin.fileno())
+        out, err = os.dup(proc.stdout.fileno()), os.dup(proc.stderr.fileno())
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            f.close()
+        proc.returncode = 0  # reaped by _wait, not by Popen
+        self._reader(out, 1)
+        self._reader(err, 2)
+
+    def _reader(self, fd: int, channel: int) -> None:
+        t = threading.Thread(target=self._read_loop, args=(fd, channel), daemon=True)
+        self.readers.append(t)
+        t.start()
+
+    def _read_loop(self, fd: int, channel: int) -> None:
+        try:
+            while not self.ended:
+                ready, _, _ = select.select([fd], [], [], 0.05)
+                if not ready:
+                    if self.exited.is_set():
+                        return  # nothing more on its way (`never` waits for this)
+                    continue
+                try:
+                    data = os.read(fd, 65536)
+                except OSError:  # EIO: the terminal's last holder closed it
+                    return
+                if not data:
+                    return
+                if PTY_EXIT_LOSS == "always":
+                    with self.session.lock:
+                        self.pending.append((time.monotonic(), channel, data))
+                else:
+                    self.session.output(self, channel, data)
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _release_held(self) -> None:
+        """`always`: pass output on once it is PTY_EXIT_LOSS_MS old; what the exit finds held is
+        dropped with it."""
+        hold = PTY_EXIT_LOSS_MS / 1000.0
+        while not self.ended:
+            time.sleep(min(0.01, hold))
+            with self.session.lock:
+                now = time.monotonic()
+                while self.pending and now - self.pending[0][0] >= hold and not self.ended:
+                    _t, channel, data = self.pending.pop(0)
+                    self.session.deliver(self, channel, data)
+
+    def _wait(self) -> None:
+        _pid, status = os.waitpid(self.pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        self.exited.set()
+        if PTY_EXIT_LOSS == "never":
+            for t in self.readers:
+                t.join(5.0)
+        self.session.exited(self, -1 if code < 0 else code)
+
+    def write(self, data: bytes) -> None:
+        fd = self.master if self.mode == "pty" else self.stdin
+        with contextlib.suppress(OSError):
+            while data and not self.exited.is_set():
+                data = data[os.write(fd, data) :]
+
+    def resize(self, cols: int, rows: int) -> None:
+        if self.mode == "pty" and not self.exited.is_set():
+            with contextlib.suppress(OSError):
+                fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+    def signal(self, sig: int) -> None:
+        if not self.exited.is_set():
+            with contextlib.suppress(OSError):
+                os.killpg(self.pid, sig)
+
+    def close_stdin(self) -> None:
+        if self.stdin >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.stdin)
+            self.stdin = -1
+
+
+class PtySession:
+    """A /pty session: its settings, replay buffer, current shell and the client holding it."""
+
+    def __init__(self, sid: str, cwd: str, command: str | None) -> None:
+        self.id = sid
+        self.cwd = cwd
+        self.command = command
+        self.lock = threading.RLock()
+        self.buffer = bytearray()  # the last PTY_REPLAY_MAX bytes of output
+        self.total = 0  # output_offset: every byte ever passed on
+        self.run: PtyRun | None = None
+        self.holder: PtyConn | None = None
+        self.deleted = False
+
+    @property
+    def running(self) -> bool:
+        return self.run is not None and not self.run.ended
+
+    def output(self, run: PtyRun, channel: int, data: bytes) -> None:
+        with self.lock:
+            self.deliver(run, channel, data)
+
+    def deliver(self, run: PtyRun, channel: int, data: bytes) -> None:
+        """Into the replay buffer and to the client, if any (the lock held)."""
+        if run.ended or run is not self.run:
+            return  # lost at exit (PTY_EXIT_LOSS)
+        self.total += len(data)
+        self.buffer += data
+        if len(self.buffer) > PTY_REPLAY_MAX:
+            del self.buffer[: len(self.buffer) - PTY_REPLAY_MAX]
+        conn = self.holder
+        if conn is not None and conn.ready:
+            conn.send_output(channel, data)
+
+    def exited(self, run: PtyRun, code: int) -> None:
+        with self.lock:
+            run.ended = True
+            run.pending.clear()
+            conn = self.holder if self.run is run else None
+            if conn is not None:
+                self.holder = None
+        run.close_stdin()
+        if conn is not None:
+            conn.send_json({"type": "exit", "exit_code": code})
+            conn.send_close(1000, "process exited")
+            conn.drop_tcp()
+
+    def release(self, conn: PtyConn) -> None:
+        with self.lock:
+            if self.holder is conn:
+                self.holder = None
+
+    def replay(self, since: int | None) -> tuple[int, bytes]:
+        start = self.total - len(self.buffer)
+        offset = start if since is None or since < start else since
+        return offset, bytes(self.buffer[offset - start :])
+
+    def attach(self, conn: PtyConn, mode: str, since: int | None) -> None:
+        """Replay frame (if any), `connected`, then the shell (started if it is not running)."""
+        with self.lock:
+            offset, data = self.replay(since)
+            if data:
+                conn._send(WS_BINARY, b"\x03" + struct.pack("!Q", offset) + data)
+            if self.running:
+                assert self.run is not None
+                mode = self.run.mode  # fixed while that shell runs
+            conn.send_json({"type": "connected", "session_id": self.id, "mode": mode})
+            conn.ready = True
+            if not self.running and not self.deleted:
+                self.run = PtyRun(self, mode)
+                self.run.start(self.cwd, self.command)
+
+
+def _pty_get(sid: str) -> PtySession:
+    with PTY_LOCK:
+        s = PTY_SESSIONS.get(sid)
+    if s is None or s.deleted:
+        raise ApiError(404, "CONTEXT_NOT_FOUND", f"pty session {sid} not found")
+    return s
+
+
+def pty_create(h: Handler, q: dict) -> None:
+    """POST /pty: 201 {"session_id"}; nothing starts. A cwd that cannot be made answers 500
+    with the error object and then, in the same body, a session id that does not exist."""
+    raw = h.read_body()
+    fields: dict[str, object] = {"cwd": "string"}
+    if PTY_COMMAND:
+        fields["command"] = "string"
+    req: dict = {}
+    if raw.strip(b" \t\r\n"):
+        try:
+            value = go_json_decode(
+                raw, ("struct", "CreatePTYSessionRequest", fields, "model.CreatePTYSessionRequest")
+            )
+        except GoJSONError as e:
+            raise ApiError(400, "INVALID_REQUEST_BODY", f"error parsing request: {e}") from None
+        req = value if isinstance(value, dict) else {}
+    sid = str(uuid.uuid4())
+    cwd = str(req.get("cwd") or "")
+    error = ""
+    if cwd:
+        try:
+            cwd = go_expand_path(cwd)
+        except ValueError as e:
+            error = f"error resolving PTY session work directory: {e}"
+        else:
+            try:
+                _mkdir_all(cwd, 0o755)
+            except OSError as e:
+                err = path_error("mkdir", e.filename or cwd, e)
+                error = f"error creating PTY session work directory: {err}"
+    if error:
+        message = {"code": "RUNTIME_ERROR", "message": f"error creating pty session: {error}"}
+        body = go_json(message) + go_json({"session_id": sid})
+        h.send_response(500)
+        h.send_header("Content-Type", "application/json; charset=utf-8")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+        return
+    command = req.get("command") if PTY_COMMAND else None
+    with PTY_LOCK:
+        PTY_SESSIONS[sid] = PtySession(sid, cwd, str(command) if command else None)
+    h.send_json(201, {"session_id": sid})
+
+
+def pty_status(h: Handler, sid: str) -> None:
+    s = _pty_get(sid)
+    with s.lock:
+        body = {"session_id": sid, "running": s.running, "output_offset": s.total}
+    h.send_json(200, body)
+
+
+def pty_delete(h: Handler, sid: str) -> None:
+    """DELETE /pty/{id}: SIGKILL to the shell's group; a connected client then gets exit -1."""
+    s = _pty_get(sid)
+    with PTY_LOCK:
+        PTY_SESSIONS.pop(sid, None)
+    with s.lock:
+        s.deleted = True
+        run = s.run if s.running else None
+    if run is not None:
+        run.signal(signal.SIGKILL)
+    h.send_ok()
+
+
+def _ws_bad_request(h: Handler) -> None:
+    """gorilla's handshake refusal: http.Error's text, with the version it speaks."""
+    h.send_text(
+        400,
+        "Bad Request\n",
+        headers={"Sec-Websocket-Version": "13", "X-Content-Type-Options": "nosniff"},
+    )
+
+
+def _ws_accept_key(h: Handler) -> str | None:
+    """The Sec-WebSocket-Accept of a valid upgrade request (gorilla's checks), else None."""
+
+    def tokens(name: str) -> list[str]:
+        return [t.strip().lower() for v in h.headers.get_all(name) or [] for t in v.split(",")]
+
+    if "upgrade" not in tokens("Connection") or "websocket" not in tokens("Upgrade"):
+        return None
+    if h.headers.get("Sec-WebSocket-Version", "") != "13":
+        return None
+    key = h.headers.get("Sec-WebSocket-Key", "")
+    try:
+        if len(base64.b64decode(key, validate=True)) != 16:
+            return None
+    except ValueError:
+        return None
+    digest = hashlib.sha1(key.encode() + WS_GUID).digest()  # noqa: S324 - RFC 6455 asks SHA-1
+    return base64.b64encode(digest).decode()
+
+
+def _go_parse_bool(text: str) -> bool:
+    return text in ("1", "t", "T", "TRUE", "true", "True")
+
+
+def _since(q: dict) -> int | None:
+    text = q1(q, "since")
+    if not re.fullmatch(r"[+-]?[0-9]+", text):
+        return None
+    value = int(text)
+    return value if value >= 0 else None
+
+
+def pty_ws(h: Handler, sid: str, q: dict) -> None:
+    """GET /pty/{id}/ws: one client at a time (409 ALREADY_CONNECTED), v1.0.19's takeover."""
+    s = _pty_get(sid)
+    accept = _ws_accept_key(h)
+    conn = PtyConn(h, s)
+    evict: PtyConn | None = None
+    with s.lock:
+        if s.holder is None:
+            s.holder = conn
+        elif PTY_TAKEOVER and accept and _go_parse_bool(q1(q, "takeover")):
+            evict = s.holder
+        else:
+            raise ApiError(
+                409,
+                "ALREADY_CONNECTED",
+                f"another client is already connected to pty session {sid}",
+            )
+    if accept is None:
+        s.release(conn)
+        _ws_bad_request(h)
+        return
+    h.close_connection = True
+    h.log_request(101)
+    handshake = (
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Accept: {accept}\r\n\r\n"
+    )
+    try:
+        h.connection.sendall(handshake.encode())
+    except OSError:
+        s.release(conn)
+        return
+    if evict is not None and not _pty_take_over(s, evict, conn):
+        conn.drop_tcp()
+        return
+    threading.Thread(target=conn.keepalive, daemon=True).start()
+    s.attach(conn, "pipe" if q1(q, "pty") == "0" else "pty", _since(q))
+    _pty_serve(s, conn)
+
+
+def _pty_take_over(s: PtySession, holder: PtyConn, conn: PtyConn) -> bool:
+    """The holder gets close 4001 TAKEN_OVER and a TCP close; the newcomer retries the lock
+    every PTY_RETRY_S (the gap in which another request can get it first, as upstream's)."""
+    s.release(holder)
+    holder.send_close(4001, "TAKEN_OVER")
+    holder.drop_tcp()
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:
+        time.sleep(PTY_RETRY_S)
+        with s.lock:
+            if s.deleted:
+                return False
+            if s.holder is None:
+                s.holder = conn
+                return True
+    return False
+
+
+def _pty_serve(s: PtySession, conn: PtyConn) -> None:
+    """The connection's frames until it ends; the session is free again at once."""
+    try:
+        for kind, data in conn.messages():
+            run = s.run
+            if run is None:
+                continue
+            if kind == WS_BINARY:
+                if data[:1] == b"\x00" and len(data) > 1:
+                    run.write(data[1:])
+            else:
+                _pty_text_frame(conn, run, data)
+    except WsProtocolError as e:
+        s.release(conn)
+        conn.send_close(1002, str(e))
+        conn.linger()
+    except WsCloseReceived as e:
+        s.release(conn)
+        code = struct.unpack("!H", e.payload[:2])[0] if len(e.payload) >= 2 else None
+        conn.send_close(code)
+        conn.linger()
+    except (EOFError, OSError, ValueError):
+        s.release(conn)
+    finally:
+        conn.ended.set()
+
+
+def _pty_text_frame(conn: PtyConn, run: PtyRun, data: bytes) -> None:
+    """A JSON text frame; what Go's json.Unmarshal refuses is ignored without a word."""
+    fields = {"type": "string", "data": "string", "cols": "uint32", "rows": "uint32"}
+    fields["signal"] = "string"
+    try:
+        frame = go_json_decode(data, ("struct", "ptyFrame", fields, "pty.frame"), whole=True)
+    except GoJSONError:
+        return
+    if not isinstance(frame, dict) or max(frame.get("cols", 0), frame.get("rows", 0)) > 0xFFFF:
+        return  # not an object, or a size Go's uint16 cannot hold
+    kind = str(frame.get("type") or "")
+    if kind == "stdin":
+        if frame.get("data"):
+            run.write(str(frame["data"]).encode("utf-8"))
+    elif kind == "resize":
+        cols, rows = int(frame.get("cols") or 0), int(frame.get("rows") or 0)
+        if cols > 0 and rows > 0:
+            run.resize(cols, rows)
+    elif kind == "signal":
+        sig = PTY_SIGNALS.get(str(frame.get("signal") or ""))
+        if sig is not None:
+            run.signal(sig)
+    elif kind == "ping":
+        conn.send_json({"type": "pong"})
+    else:
+        conn.send_json(
+            {
+                "type": "error",
+                "error": f"unknown frame type {go_quote(kind)}",
+                "code": "INVALID_FRAME",
+            }
+        )
+
+
+def pty_route(method: str, path: str) -> Callable[[Handler, dict], None] | None:
+    """The /pty/{id} and /pty/{id}/ws routes (POST /pty is in ROUTES)."""
+    parts = path.strip("/").split("/")
+    if len(parts) == 2 and parts[0] == "pty" and parts[1]:
+        if method == "GET":
+            return lambda h, q: pty_status(h, parts[1])
+        if method == "DELETE":
+            return lambda h, q: pty_delete(h, parts[1])
+    if len(parts) == 3 and parts[0] == "pty" and parts[2] == "ws" and method == "GET":
+        return lambda h, q: pty_ws(h, parts[1], q)
+    return None
+
+
+# ==== PTY END ====
+
+
 ROUTES = {
     ("GET", "/ping"): Handler.ping,
     ("POST", "/command"): Handler.run_command,
@@ -3471,6 +4216,7 @@ ROUTES = {
     ("DELETE", "/directories"): Handler.remove_dirs,
     ("GET", "/metrics"): Handler.get_metrics,
     ("GET", "/metrics/watch"): Handler.watch_metrics,
+    ("POST", "/pty"): pty_create,  # PTY hook
 }
 
 

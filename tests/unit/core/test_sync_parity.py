@@ -10,18 +10,28 @@ from typing import Any
 
 import pytest
 
-from opensandbox_core import AsyncSandboxSession, BackgroundProcess, SandboxSession
+from opensandbox_core import (
+    AsyncSandboxSession,
+    BackgroundProcess,
+    BlockingTerminal,
+    SandboxSession,
+    Terminal,
+)
 from opensandbox_core._sync import BlockingBackgroundProcess
 
 # Async name -> blocking name, where the blocking one is spelled differently on purpose.
 RENAMED = {"aclose": "close", "__aenter__": "__enter__", "__aexit__": "__exit__"}
 # Blocking-only members: the way back to the async object, and `BackgroundProcess.id`, which
 # the async handle sets per instance (a class-level property on the blocking one).
-BLOCKING_ONLY = {"async_session", "async_process", "id"}
+BLOCKING_ONLY = {"async_session", "async_process", "async_terminal", "id"}
 # Constructors that must match: the session's (a blocking handle wraps an async one instead).
 SAME_CONSTRUCTOR = {AsyncSandboxSession}
 
-PAIRS = [(AsyncSandboxSession, SandboxSession), (BackgroundProcess, BlockingBackgroundProcess)]
+PAIRS = [
+    (AsyncSandboxSession, SandboxSession),
+    (BackgroundProcess, BlockingBackgroundProcess),
+    (Terminal, BlockingTerminal),
+]
 
 
 def public_members(cls: type) -> dict[str, Any]:

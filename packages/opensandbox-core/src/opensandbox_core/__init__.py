@@ -23,6 +23,11 @@ from ._errors import (
     OutputLimitError,
     SandboxUnavailableError,
     ServerError,
+    TerminalBusyError,
+    TerminalClosedError,
+    TerminalNotFoundError,
+    TerminalTakenOverError,
+    TerminalTimeoutError,
     UnsupportedDaemonError,
 )
 from ._files._upload import SECRET_PATTERNS, DirectoryUpload, UploadOptions, upload_directory
@@ -39,7 +44,8 @@ from ._fleet._snapshots import (
 )
 from ._lifecycle._guard import CANCEL_CLEANUP_WAIT, CreateGuard, discard_sandbox, run_to_completion
 from ._session import DEFAULT, LIBRARY_KEY, OWNER_KEY, AsyncSandboxSession, OutputCallback
-from ._sync import BlockingBackgroundProcess, SandboxSession, run_blocking
+from ._sync import BlockingBackgroundProcess, BlockingTerminal, SandboxSession, run_blocking
+from ._terminal._handle import Terminal
 from ._terminal_tools._keys import keystrokes
 from ._terminal_tools._specs import TerminalToolSpec
 from ._types import CommandResult, FileInfo, TransferResult
@@ -57,6 +63,7 @@ __all__ = [
     "AuthenticationError",
     "BackgroundProcess",
     "BlockingBackgroundProcess",
+    "BlockingTerminal",
     "CommandResult",
     "CommandTimeoutError",
     "ConfigurationError",
@@ -81,6 +88,12 @@ __all__ = [
     "ServerError",
     "SnapshotRef",
     "SnapshotsUnsupportedError",
+    "Terminal",
+    "TerminalBusyError",
+    "TerminalClosedError",
+    "TerminalNotFoundError",
+    "TerminalTakenOverError",
+    "TerminalTimeoutError",
     "TerminalToolSpec",
     "TransferResult",
     "UnsupportedDaemonError",

@@ -9,8 +9,13 @@ OpenSandboxError
 │   └── UnsupportedDaemonError                execd too old to reconstruct output (fix: newer image)
 ├── CommandTimeoutError (also TimeoutError)   a command outlived its timeout; carries partial output
 ├── OutputLimitError                          a read exceeded the size limit the caller set
+├── TerminalNotFoundError (also LookupError)  no terminal of that id (never made, or closed)
+├── TerminalTimeoutError (also TimeoutError)  a terminal's expect/wait ran out; has .output
+├── TerminalTakenOverError                    another client took the terminal over
+├── TerminalClosedError (also EOFError)       the terminal's process ended, or the handle let go
 └── ServerError                               any other failure the server reported (has .status_code)
-    └── SnapshotsUnsupportedError             the runtime cannot take or restore snapshots
+    ├── SnapshotsUnsupportedError             the runtime cannot take or restore snapshots
+    └── TerminalBusyError                     a terminal is held elsewhere and execd cannot take over
 ```
 
 Most `ConfigurationError`s are raised before any request; a few only when the server or the
@@ -42,13 +47,21 @@ import ssl
 from collections.abc import Iterator
 from typing import Any, Final, TypeVar
 
-import httpx
-
-from ._failures import address_of, body_message, chain, describe_transport
+from ._failures import (
+    address_of,
+    code_of,
+    describe_transport,
+    key_sent_by_code,
+    sdk_detail,
+    status_detail,
+    status_of,
+)
 
 # Re-exported: callers of the boundary import these from `_errors`.
 from ._failures import body_text as body_text
 from ._failures import is_connect_error as is_connect_error
+from ._failures import is_lost_response as is_lost_response
+from ._failures import is_not_found as is_not_found
 from ._failures import new_path_error as new_path_error
 from ._failures import os_error as os_error
 from ._failures import parse_error_body as parse_error_body
@@ -64,6 +77,11 @@ __all__ = [
     "OutputLimitError",
     "SandboxUnavailableError",
     "ServerError",
+    "TerminalBusyError",
+    "TerminalClosedError",
+    "TerminalNotFoundError",
+    "TerminalTakenOverError",
+    "TerminalTimeoutError",
     "UnsupportedDaemonError",
 ]
 
@@ -128,6 +146,38 @@ class OutputLimitError(OpenSandboxError):
         self.limit = limit
 
 
+class TerminalNotFoundError(OpenSandboxError, LookupError):
+    """No terminal of this id in the sandbox: never made there, or closed (deleted)."""
+
+    def __init__(self, message: str, *, terminal_id: str) -> None:
+        super().__init__(message)
+        self.terminal_id = terminal_id
+
+
+class TerminalTimeoutError(OpenSandboxError, TimeoutError):
+    """A terminal's `expect` (or `wait`) ran out of time; `output` is what the terminal printed
+    since the last match, which stays unread."""
+
+    def __init__(self, message: str, *, output: bytes) -> None:
+        super().__init__(message)
+        self.output = output
+
+
+class TerminalTakenOverError(OpenSandboxError):
+    """Another client took the terminal over (`attach_terminal` elsewhere): this handle has
+    lost it for good; the terminal itself runs on."""
+
+
+class TerminalClosedError(OpenSandboxError, EOFError):
+    """The terminal's process has ended (`exit_code`), or this handle was closed or detached.
+    `output` is what was printed since the last match and not read (for `expect`)."""
+
+    def __init__(self, message: str, *, exit_code: int | None, output: bytes = b"") -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.output = output
+
+
 class ServerError(OpenSandboxError):
     """The server or the daemon reported a failure that is not one of the cases above.
 
@@ -161,6 +211,11 @@ class ExecdError(Exception):
         self.address = address
 
 
+class TerminalBusyError(ServerError):
+    """Another client holds the terminal, and this execd cannot take a terminal over (v1.0.18
+    and older; HTTP 409): the other handle must detach or close first."""
+
+
 GONE_STATES: Final = frozenset({"terminated", "failed", "stopping", "deleted", "deleting", "error"})
 """The states (lower case) in which the server reports a sandbox gone: it will not run again."""
 
@@ -189,47 +244,6 @@ def _sdk_exceptions() -> Any:
     from opensandbox import exceptions
 
     return exceptions
-
-
-def is_lost_response(exc: BaseException) -> bool:
-    """Whether the request may have reached the server although no answer came back.
-
-    True for timeouts after sending, dropped connections and 502/503/504 (a create may then have
-    created a sandbox); False when the connection was never made.
-    """
-    if is_connect_error(exc):
-        return False
-    sdk = _sdk_exceptions()
-    lost = (
-        httpx.TimeoutException,
-        httpx.RemoteProtocolError,
-        httpx.ReadError,
-        TimeoutError,
-        sdk.SandboxTimeoutException,
-        sdk.SandboxConnectionException,
-    )
-    for item in chain(exc):
-        if isinstance(item, lost):
-            return True
-        if _status_of(item) in (502, 503, 504):
-            return True
-    return False
-
-
-def _status_of(exc: BaseException) -> int | None:
-    if isinstance(exc, httpx.HTTPStatusError):
-        return exc.response.status_code
-    status = getattr(exc, "status_code", None)
-    return status if isinstance(status, int) else None
-
-
-def _code_of(exc: BaseException) -> str:
-    return str(getattr(getattr(exc, "error", None), "code", "") or "").upper()
-
-
-def is_not_found(exc: BaseException) -> bool:
-    """Whether a foreign exception says that the sandbox (or resource) does not exist."""
-    return _status_of(exc) == 404 or "NOT_FOUND" in _code_of(exc)
 
 
 _E = TypeVar("_E", bound=BaseException)
@@ -336,7 +350,7 @@ def _settled(
         return None
     if exc.status in (401, 403) and "API_KEY" in exc.code.upper():  # the proxy refused the key
         where = f" in sandbox {sandbox_id}" if sandbox_id else ""
-        key_sent = _key_sent_by_code(exc.code.upper())
+        key_sent = key_sent_by_code(exc.code.upper())
         return _with_cause(
             _for_status(exc.status, exc.message, f"Could not {operation}{where}", None, key_sent),
             None,
@@ -374,12 +388,12 @@ def _from_library(
     prefix = f"Could not {operation}{where}"
     sdk = _sdk_exceptions()
     if isinstance(exc, sdk.InvalidArgumentException):  # the SDK refused a value (ValueError)
-        return _with_cause(ConfigurationError(f"{prefix}: {_sdk_detail(exc)}"), exc)
-    status = _status_of(exc)
+        return _with_cause(ConfigurationError(f"{prefix}: {sdk_detail(exc)}"), exc)
+    status = status_of(exc)
     if status is not None:
-        key_sent = _key_sent_by_code(_code_of(exc))
+        key_sent = key_sent_by_code(code_of(exc))
         return _with_cause(
-            _for_status(status, _status_detail(exc), prefix, sandbox_id, key_sent), exc
+            _for_status(status, status_detail(exc), prefix, sandbox_id, key_sent), exc
         )
     transport = describe_transport(exc, address_of(exc, address))
     if transport is not None:
@@ -389,34 +403,13 @@ def _from_library(
         code = str(getattr(exc.error, "code", "") or "")
         return _with_cause(
             ServerError(
-                f"{prefix}: {_sdk_detail(exc)}" + (f" [{code}]" if code else ""),
+                f"{prefix}: {sdk_detail(exc)}" + (f" [{code}]" if code else ""),
                 retryable=bool(exc.is_retryable),
             ),
             exc,
         )
     detail = scrub(str(exc).strip() or type(exc).__name__)[:300]
     return _with_cause(ServerError(f"{prefix}: {detail}"), exc)
-
-
-def _key_sent_by_code(code: str) -> bool | None:
-    """Whether an API key was sent, as OpenSandbox's server says it: MISSING_API_KEY or
-    INVALID_API_KEY (None when the code does not say)."""
-    return False if "MISSING" in code else True if "INVALID" in code else None
-
-
-def _sdk_detail(exc: BaseException) -> str:
-    message = getattr(getattr(exc, "error", None), "message", None)
-    text = str(message) if message else (str(exc.args[0]) if exc.args else type(exc).__name__)
-    return scrub(text.strip())[:300]
-
-
-def _status_detail(exc: BaseException) -> str:
-    if isinstance(exc, httpx.HTTPStatusError):
-        return body_message(exc.response)
-    body = getattr(exc, "response_body", None)
-    if isinstance(body, bytes) and body:
-        return body_text(body)
-    return _sdk_detail(exc)
 
 
 def _for_status(

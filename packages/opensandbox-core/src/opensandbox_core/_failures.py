@@ -8,9 +8,12 @@ No exception classes of this project here (they are in `_errors`) and no I/O:
   plain-HTTP server, untrusted certificate, no answer in time, dropped connection), the fix, and
   whether retrying can help;
 - `parse_error_body`, `body_text`, `body_message`, `html_hint`: what an error answer says, short
-  and scrubbed (an HTML page is named, never pasted);
+  and scrubbed (an HTML page is named, never pasted); `sdk_detail`, `status_detail`: what an SDK
+  exception says; `key_sent_by_code`: whether the server's error code says an API key was sent;
 - `path_error`, `os_error`, `new_path_error`: the builtin `OSError` (errno and filename set like
   the local one) that an error text of execd or of a file command names;
+- `is_lost_response`, `is_not_found`, `status_of`, `code_of`: what a foreign failure says about
+  the request (maybe served although unanswered; a missing resource; its status and code);
 - `scrub`: remove secrets from text that is about to be shown.
 """
 
@@ -32,15 +35,22 @@ __all__ = [
     "body_message",
     "body_text",
     "chain",
+    "code_of",
     "describe_transport",
     "find",
     "html_hint",
     "is_connect_error",
+    "is_lost_response",
+    "is_not_found",
+    "key_sent_by_code",
     "new_path_error",
     "os_error",
     "parse_error_body",
     "path_error",
     "scrub",
+    "sdk_detail",
+    "status_detail",
+    "status_of",
     "url_address",
 ]
 
@@ -205,8 +215,8 @@ def parse_error_body(body: bytes, *, limit: int | None = 500) -> tuple[str, str,
     path-error mapping of a message that quotes a long path).
     """
     code, message, from_execd = "", body_text(body), False
-    try:
-        data = json.loads(body)
+    try:  # the first JSON value: execd's failed `POST /pty` sends a second one right after it
+        data = json.JSONDecoder().raw_decode(body.decode("utf-8").lstrip())[0]
     except ValueError:
         data = None
     if isinstance(data, dict):
@@ -266,6 +276,73 @@ _PATH_ERRORS: tuple[tuple[str, type[OSError], int], ...] = (
     ("no space left on device", OSError, errno.ENOSPC),
     ("invalid argument", OSError, errno.EINVAL),
 )
+
+
+def is_lost_response(exc: BaseException) -> bool:
+    """Whether the request may have reached the server although no answer came back.
+
+    True for timeouts after sending, dropped connections and 502/503/504 (a create may then have
+    created a sandbox); False when the connection was never made.
+    """
+    if is_connect_error(exc):
+        return False
+    from opensandbox import exceptions as sdk  # late: importing the core stays cheap
+
+    lost = (
+        httpx.TimeoutException,
+        httpx.RemoteProtocolError,
+        httpx.ReadError,
+        TimeoutError,
+        sdk.SandboxTimeoutException,
+        sdk.SandboxConnectionException,
+    )
+    for item in chain(exc):
+        if isinstance(item, lost):
+            return True
+        if status_of(item) in (502, 503, 504):
+            return True
+    return False
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status behind an httpx or SDK exception, if it has one."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return exc.response.status_code
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def code_of(exc: BaseException) -> str:
+    """The error code an SDK exception carries, upper case ('' when none)."""
+    return str(getattr(getattr(exc, "error", None), "code", "") or "").upper()
+
+
+def is_not_found(exc: BaseException) -> bool:
+    """Whether a foreign exception says that the sandbox (or resource) does not exist."""
+    return status_of(exc) == 404 or "NOT_FOUND" in code_of(exc)
+
+
+def key_sent_by_code(code: str) -> bool | None:
+    """Whether an API key was sent, as OpenSandbox's server says it: MISSING_API_KEY or
+    INVALID_API_KEY (None when the code does not say)."""
+    return False if "MISSING" in code else True if "INVALID" in code else None
+
+
+def sdk_detail(exc: BaseException) -> str:
+    """What an SDK exception says (its error's message, else its first argument), scrubbed."""
+    message = getattr(getattr(exc, "error", None), "message", None)
+    text = str(message) if message else (str(exc.args[0]) if exc.args else type(exc).__name__)
+    return scrub(text.strip())[:300]
+
+
+def status_detail(exc: BaseException) -> str:
+    """What the answer behind an HTTP status exception (httpx's or the SDK's) says."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return body_message(exc.response)
+    body = getattr(exc, "response_body", None)
+    if isinstance(body, bytes) and body:
+        return body_text(body)
+    return sdk_detail(exc)
 
 
 def path_error(text: str, path: str) -> OSError | None:

@@ -11,7 +11,9 @@ The session is a facade over facets with one job each, and keeps only its flat p
 - lifecycle (`_lifecycle`, with `_startup` and `_reach`): clients, start-once, create, attach and
   recover, readiness and the probe, renewal, pause and resume, destroy, the error boundary;
 - commands (`_commands`, `_background`): run, interrupt, background processes;
-- files (`_filesystem`, `_transfers`): stat, list, make, remove; read, write, transfers.
+- files (`_filesystem`, `_transfers`): stat, list, make, remove; read, write, transfers;
+- interactive terminals (`_terminal`): open and attach; the session keeps a weak set of the
+  terminals it handed out, and detaches them when it closes (they keep running).
 
 Rules it keeps:
 - Construction does no I/O. The first operation creates the sandbox (built from a `SandboxSpec`)
@@ -29,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
+import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Final, Unpack
 
@@ -50,6 +53,8 @@ from ._lifecycle._guard import CreateGuard
 from ._lifecycle._sandbox import SandboxLifecycle
 from ._lifecycle._startup import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY
 from ._session_info import SessionInfo
+from ._terminal._handle import Terminal, let_go
+from ._terminal._open import attach_terminal, open_terminal
 from ._types import CommandResult, FileInfo, TransferResult, WriteData
 
 __all__ = [
@@ -137,6 +142,7 @@ class AsyncSandboxSession(SessionInfo):
         )
         self._files = FileSystem(self._life, self._commands)
         self._transfers = Transfers(self._life, self._files, self._commands)
+        self._terminals: weakref.WeakSet[Terminal] = weakref.WeakSet()
         self._life.connection.check_security()
 
     # -- identity (the read-only properties and repr() are `SessionInfo`'s) ------------------
@@ -196,6 +202,7 @@ class AsyncSandboxSession(SessionInfo):
 
     async def destroy(self) -> None:
         """Delete the sandbox, files included. Quiet when it is already gone; idempotent."""
+        await let_go(self._terminals)
         await self._life.destroy()
 
     async def pause(self, *, timeout: float = 60.0) -> None:
@@ -225,7 +232,9 @@ class AsyncSandboxSession(SessionInfo):
         await self._life.pause_or_resume(pause=pause, limit=limit)
 
     async def aclose(self) -> None:
-        """Close this event loop's HTTP clients. The sandbox keeps running."""
+        """Close this event loop's HTTP clients and detach the terminals this session opened or
+        attached (their processes keep running). The sandbox keeps running."""
+        await let_go(self._terminals)
         await self._life.aclose()
 
     async def __aenter__(self) -> AsyncSandboxSession:
@@ -299,6 +308,33 @@ class AsyncSandboxSession(SessionInfo):
             max_output=max_output,
             plain_lines=plain_lines,
         )
+
+    # -- interactive terminals (`_terminal`) -------------------------------------------------
+    async def open_terminal(
+        self, command: str | None = None, *, cwd: str | None = None, cols: int = 80, rows: int = 24
+    ) -> Terminal:
+        """An interactive terminal (a pseudo-terminal of `cols` x `rows`) running `command`, a
+        shell command line, as its process; `None`: an interactive `bash`.
+
+        It starts in `cwd` (relative to the working directory; default: the working directory;
+        created when missing). Type with `write` (Enter is `"\r"`), read with `read` and
+        `expect`, Ctrl-C with `interrupt`; the process's end gives `wait()` its exit code. Close
+        it (`async with`, `close()`) to end the process; `detach()` leaves it running for
+        `attach_terminal(terminal.id)`. See docs/core.md, "Interactive terminals".
+        """
+        return await open_terminal(
+            self._life, command, cwd=cwd, cols=cols, rows=rows, register=self._terminals.add
+        )
+
+    async def attach_terminal(self, terminal_id: str) -> Terminal:
+        """The terminal `terminal_id` of this sandbox (opened by any session or process): what
+        it printed (as far as execd keeps it: the last 1 MiB), then its live output.
+
+        A terminal that another client holds is taken over where execd can (v1.0.19: the other
+        handle raises `TerminalTakenOverError`); older execd refuses (`TerminalBusyError`). An
+        unknown or closed id raises `TerminalNotFoundError`.
+        """
+        return await attach_terminal(self._life, terminal_id, register=self._terminals.add)
 
     # -- files (the `_filesystem` and `_transfers` facets) -----------------------------------
     async def realpath(self, path: str) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 from collections.abc import (
     AsyncIterator,
     Callable,
@@ -33,8 +34,9 @@ from ._lifecycle._guard import CreateGuard
 from ._portal import portal, run_blocking
 from ._session import AsyncSandboxSession
 from ._session_info import SessionInfo
+from ._terminal._handle import Terminal
 
-__all__ = ["BlockingBackgroundProcess", "SandboxSession", "run_blocking"]
+__all__ = ["BlockingBackgroundProcess", "BlockingTerminal", "SandboxSession", "run_blocking"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -93,6 +95,63 @@ class BlockingBackgroundProcess:
 
     def discard(self) -> None:
         portal.run(self._process.discard())
+
+
+class BlockingTerminal:
+    """Blocking twin of `Terminal` (what `SandboxSession.open_terminal` returns). The terminal
+    lives on the portal loop, which keeps reading its output between calls."""
+
+    def __init__(self, terminal: Terminal) -> None:
+        self._terminal = terminal
+
+    @property
+    def id(self) -> str:
+        """The terminal id (`SandboxSession.attach_terminal(id)` reaches it again)."""
+        return self._terminal.id
+
+    @property
+    def exit_code(self) -> int | None:
+        return self._terminal.exit_code
+
+    @property
+    def async_terminal(self) -> Terminal:
+        """The async handle behind this one."""
+        return self._terminal
+
+    def __repr__(self) -> str:
+        return f"Blocking{self._terminal!r}"
+
+    def write(self, data: str | bytes) -> None:
+        portal.run(self._terminal.write(data))
+
+    def read(self, timeout: float = 1.0) -> bytes:
+        return portal.run(self._terminal.read(timeout))
+
+    def expect(
+        self, pattern: str | bytes | re.Pattern[bytes], timeout: float = 30.0
+    ) -> re.Match[bytes]:
+        return portal.run(self._terminal.expect(pattern, timeout))
+
+    def resize(self, cols: int, rows: int) -> None:
+        portal.run(self._terminal.resize(cols, rows))
+
+    def interrupt(self) -> None:
+        portal.run(self._terminal.interrupt())
+
+    def wait(self, timeout: float | None = None) -> int:
+        return portal.run(self._terminal.wait(timeout))
+
+    def detach(self) -> None:
+        portal.run(self._terminal.detach())
+
+    def close(self) -> None:
+        portal.run(self._terminal.close())
+
+    def __enter__(self) -> BlockingTerminal:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 def _blocking(
@@ -215,6 +274,16 @@ class SandboxSession(SessionInfo):
 
     def background(self, execution_id: str) -> BlockingBackgroundProcess:
         return BlockingBackgroundProcess(self._async.background(execution_id))
+
+    # -- interactive terminals ----------------------------------------------------------------
+    def open_terminal(
+        self, command: str | None = None, *, cwd: str | None = None, cols: int = 80, rows: int = 24
+    ) -> BlockingTerminal:
+        terminal = portal.run(self._async.open_terminal(command, cwd=cwd, cols=cols, rows=rows))
+        return BlockingTerminal(terminal)
+
+    def attach_terminal(self, terminal_id: str) -> BlockingTerminal:
+        return BlockingTerminal(portal.run(self._async.attach_terminal(terminal_id)))
 
     # -- files --------------------------------------------------------------------------------
     read_bytes = _blocking(AsyncSandboxSession.read_bytes)

@@ -26,7 +26,9 @@ Also there, for the core only (imported `as` themselves below, not in `__all__`)
 The core's own calls (`_calls`, core only): `volume`, `egress_rule`, `network_policy`,
 `create_options` (a `SandboxSpec`'s create options); `write_data`, `replacement`, `remote_dir`,
 `exclude_patterns` (files); `keep_running` (background processes); `started_session`,
-`snapshot_source`, `snapshot_id`, `restore_lifetime`, `removal_selectors` (snapshots, removal).
+`snapshot_source`, `snapshot_id`, `restore_lifetime`, `removal_selectors` (snapshots, removal);
+`terminal_command`, `terminal_size`, `terminal_id`, `terminal_input`, `terminal_pattern`,
+`terminal_wait` (interactive terminals).
 
 The terminal tools' checks (`_tools`, core only): `tool_spec`, `tool_arguments` (a model's tool
 call), `tool_text`, `keys_text`, `wait_pattern`, `tool_wait`, `rebound_session`.
@@ -44,6 +46,12 @@ from ._calls import restore_lifetime as restore_lifetime
 from ._calls import snapshot_id as snapshot_id
 from ._calls import snapshot_source as snapshot_source
 from ._calls import started_session as started_session
+from ._calls import terminal_command as terminal_command
+from ._calls import terminal_id as terminal_id
+from ._calls import terminal_input as terminal_input
+from ._calls import terminal_pattern as terminal_pattern
+from ._calls import terminal_size as terminal_size
+from ._calls import terminal_wait as terminal_wait
 from ._calls import volume as volume
 from ._calls import write_data as write_data
 from ._tools import keys_text as keys_text

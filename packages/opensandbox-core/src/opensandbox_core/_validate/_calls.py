@@ -12,7 +12,7 @@ from typing import Any
 
 from opensandbox_core._errors import ConfigurationError
 
-from ._values import choice, flag, instance, sequence_of
+from ._values import ArgumentTypeError, choice, flag, instance, int_between, seconds, sequence_of
 
 __all__ = [
     "create_options",
@@ -27,6 +27,12 @@ __all__ = [
     "snapshot_id",
     "snapshot_source",
     "started_session",
+    "terminal_command",
+    "terminal_id",
+    "terminal_input",
+    "terminal_pattern",
+    "terminal_size",
+    "terminal_wait",
     "volume",
     "write_data",
 ]
@@ -187,6 +193,73 @@ def keep_running(command: object, log: object) -> None:
         raise ConfigurationError("command must be a non-empty shell command line.")
     if not isinstance(log, str) or not log or "\0" in log:
         raise ConfigurationError("log must be a non-empty path.")
+
+
+# -- interactive terminals -----------------------------------------------------------------------
+
+
+def terminal_command(value: object) -> str | None:
+    """`open_terminal`'s command: None (an interactive shell) or a non-empty shell line."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ArgumentTypeError(
+            f"command must be a shell command line (a str) or None, got {type(value).__name__}."
+        )
+    if not value.strip() or "\0" in value:
+        raise ConfigurationError("command must be a non-empty shell command line without NUL.")
+    return value
+
+
+def terminal_size(cols: object, rows: object) -> tuple[int, int]:
+    return int_between(cols, "cols", 1, 10000), int_between(rows, "rows", 1, 10000)
+
+
+def terminal_id(value: object) -> str:
+    """A terminal id (from `Terminal.id`), stripped of surrounding blanks."""
+    if not isinstance(value, str) or not value.strip() or "\0" in value:
+        raise ConfigurationError(f"terminal_id must be a non-empty string, got {value!r}.")
+    return value.strip()
+
+
+def terminal_input(data: object) -> bytes:
+    """Keystrokes: bytes as they are, a str as UTF-8."""
+    if isinstance(data, str):
+        try:
+            return data.encode()
+        except UnicodeEncodeError:
+            raise ConfigurationError(
+                "data is not valid Unicode (it contains a lone surrogate); pass bytes."
+            ) from None
+    if isinstance(data, bytes | bytearray | memoryview):
+        return bytes(data)
+    raise ArgumentTypeError(f"data must be str or bytes, got {type(data).__name__}.")
+
+
+def terminal_pattern(pattern: object) -> re.Pattern[bytes]:
+    """What `expect` looks for: a str (as UTF-8) or bytes taken literally, or a compiled
+    bytes regular expression."""
+    if isinstance(pattern, re.Pattern):
+        if not isinstance(pattern.pattern, bytes):
+            raise ArgumentTypeError(
+                "pattern must be compiled from bytes (re.compile(rb'...')): terminal output "
+                "is bytes."
+            )
+        return pattern
+    literal = terminal_input(pattern) if isinstance(pattern, str | bytes) else None
+    if not literal:
+        raise ConfigurationError(
+            "pattern must be a non-empty str or bytes (matched literally) or a compiled bytes "
+            f"regular expression, got {pattern!r}."
+        )
+    return re.compile(re.escape(literal))
+
+
+def terminal_wait(value: object, *, allow_none: bool) -> float | None:
+    """A terminal's `timeout`: seconds >= 0 (None: no limit, where allowed)."""
+    if value is None and allow_none:
+        return None
+    return seconds(value, "timeout", minimum=0)
 
 
 # -- snapshots and removal -----------------------------------------------------------------------

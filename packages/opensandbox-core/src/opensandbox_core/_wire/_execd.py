@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -184,7 +184,11 @@ class ExecdClient:
 
     def discard_later(self, paths: list[str]) -> None:
         """Delete files in the background, off the caller's path (`aclose` waits for it)."""
-        task = asyncio.get_running_loop().create_task(self.discard_files(paths))
+        self.later(self.discard_files(paths))
+
+    def later(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run a clean-up in the background (`aclose` waits for it); it must not raise."""
+        task = asyncio.get_running_loop().create_task(work)
         self._cleanups.add(task)
         task.add_done_callback(self._cleanups.discard)
 
@@ -324,6 +328,43 @@ class ExecdClient:
         """Replace every occurrence of `old` (not empty) with `new` in a file, in place."""
         response = await self._client.post("/files/replace", json={path: {"old": old, "new": new}})
         await _raise_for(response)
+
+    # -- interactive terminals (`_terminal`; the WebSocket itself is `_terminal._link`) -----
+    async def pty_create(self, cwd: str | None) -> str:
+        """`POST /pty`: a new terminal's id (its shell starts at the first connection). execd
+        creates `cwd` if it is missing; a `cwd` it cannot use is an `ExecdError` (HTTP 500)."""
+        response = await self._client.post("/pty", json={"cwd": cwd} if cwd else {})
+        await _raise_for(response)
+        data = response.json()
+        session_id = data.get("session_id") if isinstance(data, dict) else None
+        if not isinstance(session_id, str) or not session_id:
+            raise ExecdError(
+                response.status_code,
+                "",
+                f"no terminal id in the answer to POST /pty ({len(response.content)} bytes)",
+                from_execd=False,
+                address=url_address(response.request.url),
+            )
+        return session_id
+
+    async def pty_status(self, session_id: str) -> dict[str, Any]:
+        """`GET /pty/{id}`: `running` and `output_offset` (bytes the terminal printed so far)."""
+        response = await self._client.get(f"/pty/{quote(session_id, safe='')}")
+        await _raise_for(response)
+        data = response.json()
+        return data if isinstance(data, dict) else {}
+
+    async def pty_delete(self, session_id: str) -> None:
+        """`DELETE /pty/{id}`: kill the terminal's process group and forget the terminal."""
+        response = await self._client.delete(f"/pty/{quote(session_id, safe='')}")
+        await _raise_for(response)
+
+    async def pty_forget(self, session_id: str) -> None:
+        """`pty_delete` in a clean-up: logs instead of raising."""
+        try:
+            await self.pty_delete(session_id)
+        except (httpx.HTTPError, ExecdError) as exc:
+            logger.debug("could not delete terminal %s (%s)", session_id, exc)
 
 
 def _multipart(

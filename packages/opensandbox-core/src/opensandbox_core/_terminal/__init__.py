@@ -1,0 +1,1 @@
+"""Interactive terminals over execd's `/pty` WebSocket (see `_handle.Terminal`)."""
