@@ -53,6 +53,8 @@ from ._lifecycle._guard import CANCEL_CLEANUP_WAIT, CreateGuard, discard_sandbox
 from ._session import DEFAULT, LIBRARY_KEY, OWNER_KEY, AsyncSandboxSession, OutputCallback
 from ._sync import BlockingBackgroundProcess, BlockingTerminal, SandboxSession, run_blocking
 from ._terminal._handle import Terminal
+from ._terminal_tools._keys import keystrokes
+from ._terminal_tools._specs import TerminalToolSpec
 from ._types import BytesResult, CommandResult, FileInfo, FileMatch, LinePage, TransferResult
 from ._wire._framing import Framing, decode_output
 
@@ -113,6 +115,7 @@ __all__ = [
     "TerminalNotFoundError",
     "TerminalTakenOverError",
     "TerminalTimeoutError",
+    "TerminalToolSpec",
     "TransferResult",
     "UnsupportedDaemonError",
     "UploadOptions",
@@ -124,6 +127,7 @@ __all__ = [
     "destroy_sandbox",
     "discard_sandbox",
     "get_snapshot",
+    "keystrokes",
     "list_sandboxes",
     "list_snapshots",
     "remove_sandboxes",

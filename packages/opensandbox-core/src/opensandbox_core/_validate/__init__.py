@@ -28,13 +28,12 @@ The core's own calls (`_calls`, core only): `volume`, `egress_rule`, `network_po
 `spec=`); `write_data`, `replacement`, `remote_dir`, `glob_pattern`, `exclude_patterns`,
 `grep_patterns`, `grep_filters` (files); `keep_running` (background processes);
 `started_session`, `snapshot_source`, `snapshot_id`, `restore_lifetime`, `removal_selectors`
-(snapshots, removal); `label_value`, `keyed_factories`
-(keyed sandboxes).
-`create_options` (a `SandboxSpec`'s create options); `write_data`, `replacement`, `remote_dir`,
-`exclude_patterns` (files); `keep_running` (background processes); `started_session`,
-`snapshot_source`, `snapshot_id`, `restore_lifetime`, `removal_selectors` (snapshots, removal);
+(snapshots, removal); `label_value`, `keyed_factories` (keyed sandboxes);
 `terminal_command`, `terminal_size`, `terminal_id`, `terminal_input`, `terminal_pattern`,
 `terminal_wait` (interactive terminals).
+
+The terminal tools' checks (`_tools`, core only): `tool_spec`, `tool_arguments` (a model's tool
+call), `tool_text`, `keys_text`, `wait_pattern`, `tool_wait`, `rebound_session`.
 """
 
 from ._calls import create_options as create_options
@@ -63,6 +62,13 @@ from ._calls import terminal_size as terminal_size
 from ._calls import terminal_wait as terminal_wait
 from ._calls import volume as volume
 from ._calls import write_data as write_data
+from ._tools import keys_text as keys_text
+from ._tools import rebound_session as rebound_session
+from ._tools import tool_arguments as tool_arguments
+from ._tools import tool_spec as tool_spec
+from ._tools import tool_text as tool_text
+from ._tools import tool_wait as tool_wait
+from ._tools import wait_pattern as wait_pattern
 from ._values import *  # noqa: F403  (the public checks, `opensandbox_core.validation`)
 from ._values import __all__ as __all__
 from ._values import choice as choice
