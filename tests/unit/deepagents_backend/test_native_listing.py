@@ -1,9 +1,10 @@
-"""The native `ls` and `glob` commands' output, run locally on hostile names.
+"""The native `ls` command's output, run locally on hostile names.
 
-Both print plain ASCII lines (so the core may return them from line events on line-framed
-execd, `plain_lines=True`): `ls` in C escapes, the glob walk as one base64 line. Decoded here,
-every name must come back as Python's `os.scandir` names it, byte for byte, including names
-with line breaks of every kind and bytes that are not UTF-8.
+It prints plain ASCII lines (so the core may return them from line events on line-framed
+execd, `plain_lines=True`): names in C escapes, or the find listing where `ls` has no
+`--quoting-style` (busybox). Decoded here, every name must come back as Python's `os.scandir`
+names it, byte for byte, including names with line breaks of every kind and bytes that are not
+UTF-8. (The glob walk is the core's: `tests/unit/core/test_file_walk.py`.)
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from pathlib import Path
 import pytest
 from deepagents.backends.protocol import LsResult
 
-from deepagents_opensandbox_backend._glob import GLOB_WALK, _records
 from deepagents_opensandbox_backend._tools import (
     FIND_LISTING,
     ls_argv,
@@ -138,33 +138,3 @@ def test_unescape_refuses_what_it_does_not_know() -> None:
     assert unescape_name(r"bad\377") == "bad\udcff"
     assert unescape_name(r"odd\q") is None  # not an escape `ls` prints: the script answers
     assert unescape_name("é") is None  # `ls` in the C locale never prints this raw
-
-
-@needs_gnu
-def test_glob_walk_records_keep_every_byte(tree: Path) -> None:
-    code, stdout, stderr = _run(["bash", "-c", GLOB_WALK, "glob", str(tree)])
-    assert code == 0, stderr
-    assert stdout.isascii() and stdout.count("\n") == 1 and stdout.endswith("\n")
-    records = _records(stdout)
-    assert records is not None and records[0] == os.path.realpath(str(tree))
-    entries = records[1 : records.index("=")]
-    files = {e[1:] for e in entries if e.startswith("f")}
-    links = {e[1:] for e in entries if e.startswith("l")}
-    expected = {os.fsdecode(n) for n in NAMES}
-    assert files == expected
-    assert links == {"link\rname"}
-    assert records[records.index("=") + 1 :] == [os.path.realpath(tree / "plain.txt"), ""]
-
-
-@needs_gnu
-def test_glob_walk_of_a_missing_root_exits_3(tmp_path: Path) -> None:
-    code, stdout, stderr = _run(["bash", "-c", GLOB_WALK, "glob", str(tmp_path / "none")])
-    assert code == 3 and stdout == "\n"
-    assert stderr.strip().endswith("No such file or directory")
-
-
-def test_records_refuse_output_that_is_not_one_base64_line() -> None:
-    assert _records("AA==\n") == ["", ""]  # one NUL: two empty records
-    assert _records("AA==") is None
-    assert _records("AA==\nAA==\n") is None
-    assert _records("not base64!\n") is None

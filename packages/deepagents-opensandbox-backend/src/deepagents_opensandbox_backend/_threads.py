@@ -66,7 +66,7 @@ class ThreadSandboxBackend(ForwardingBackend):
         self._attach_options = options.attach_options()
         self._connection = options.connection()
         # Read by subclasses (`TimeTravelSandboxBackend`) to shape the sandboxes they make.
-        self._lifetime = self._options.spec().lifetime
+        self._lifetime = self._options.sandbox_spec().lifetime
         self._working_dir = options.working_dir
         self._command_timeout = _validate.idle_lifetime(options.command_timeout, "command_timeout")
         self._keys = KeyedSandboxes(
