@@ -41,7 +41,7 @@ ln -s a.py "$g/src/link.py"
 async def sandbox(
     request: pytest.FixtureRequest, sandbox_image: str
 ) -> AsyncIterator[AsyncSandboxSession]:
-    spec = SandboxSpec(image=sandbox_image, env={"OSB_EXECD_PROFILE": request.param})
+    spec = SandboxSpec(image=sandbox_image, container_env={"OSB_EXECD_PROFILE": request.param})
     async with AsyncSandboxSession(spec) as session:
         done = await session.run(["bash", "-c", SETUP, "s", ROOT])
         assert done.exit_code == 0, done.stderr

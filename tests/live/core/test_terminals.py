@@ -344,7 +344,7 @@ async def test_cancelled_open_leaves_no_terminal(
 
 @asynccontextmanager
 async def knob_sandbox(image: str, **env: str) -> AsyncIterator[AsyncSandboxSession]:
-    async with AsyncSandboxSession(SandboxSpec(image=image, env=env)) as sandbox:
+    async with AsyncSandboxSession(SandboxSpec(image=image, container_env=env)) as sandbox:
         yield sandbox
 
 

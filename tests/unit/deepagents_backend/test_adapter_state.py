@@ -15,8 +15,8 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from _page_files import PageFiles, lines
 from deepagents.backends.protocol import LsResult
+from unit.core._page_files import PageFiles, lines
 
 import deepagents_opensandbox_backend
 from deepagents_opensandbox_backend import OpenSandboxBackend
@@ -95,22 +95,21 @@ def test_an_ls_without_quoting_style_is_asked_once_per_backend() -> None:
 def _backend(files: PageFiles) -> OpenSandboxBackend:
     connection = Connection(domain="127.0.0.1:9", api_key="sk-unit")  # any request would fail
     session = AsyncSandboxSession(SandboxSpec(image="python:3.13-slim"), connection=connection)
-    for name in ("stat", "read_bytes", "read_range"):
+    for name in ("stat", "realpath", "read_bytes", "read_range"):
         setattr(session, name, getattr(files, name))
     return OpenSandboxBackend(session)
 
 
 def test_each_backend_keeps_its_own_page_indexes() -> None:
+    """Each backend's session holds its own (opensandbox-core's `read_lines` cache)."""
     files = PageFiles({"/big.txt": lines(40_000)})  # about 2.4 MiB: paged by Range reads
     first, second = _backend(files), _backend(files)
-    assert first._pages is not second._pages
     page = asyncio.run(first.aread("/big.txt", 0, 100))
     assert page.start_line == 1 and page.end_line == 100
-    assert first._pages.get("/big.txt") is not None
-    assert second._pages.get("/big.txt") is None
     downloads = files.downloads
     asyncio.run(first.aread("/big.txt", 100, 100))
     assert files.downloads == downloads  # the backend's index answered: no whole-file try
     asyncio.run(second.aread("/big.txt", 100, 100))
     assert files.downloads == downloads + 1  # the other backend had no index of its own
-    assert second._pages.get("/big.txt") is not None
+    asyncio.run(second.aread("/big.txt", 200, 100))
+    assert files.downloads == downloads + 1  # and now it has
