@@ -254,6 +254,54 @@ def deepagents(session: nox.Session, end: str) -> None:
     )
 
 
+def _pydantic_ai_ends() -> dict[str, str]:
+    """The pydantic-ai-slim requirement at each end of the Pydantic AI package's range."""
+    package = nox.project.load_toml(ROOT / "packages/pydantic-ai-opensandbox/pyproject.toml")
+    spec = next(d for d in package["project"]["dependencies"] if d.startswith("pydantic-ai-slim"))
+    lowest = spec.split(">=", 1)[1].split(",", 1)[0]
+    return {"lowest": f"pydantic-ai-slim=={lowest}", "highest": spec}
+
+
+# pydantic-ai-harness (the `harness` extra, and `Shell`/`Coder` in some live tests) pins one
+# pydantic-ai-slim per release (0.62.0: ==2.62.0), so every other session installs the lowest end.
+# The highest end installs without it; the live modules that run its capabilities skip, saying so
+# (tests/live/pydantic_backend/_harness.py).
+HARNESS = "pydantic-ai-harness"
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("end", ["lowest", "highest"])
+def pydantic_ai(session: nox.Session, end: str) -> None:
+    """Pydantic AI unit, conformance and live tests with the lowest or highest pydantic-ai-slim."""
+    pin = _pydantic_ai_ends()[end]
+    deps = TEST_DEPS if end == "lowest" else [d for d in TEST_DEPS if not d.startswith(HARNESS)]
+    session.install(*PACKAGES, *deps)
+    session.install("--upgrade", pin)
+    if end == "highest":
+        session.env["OSB_WITHOUT_HARNESS"] = "1"
+    session.run(
+        "python", "-c", "import importlib.metadata as m; print(m.version('pydantic-ai-slim'))"
+    )
+    session.run("pytest", "tests/unit/pydantic_backend", "-q", "-p", "no:cacheprovider")
+    # The conformance suite and the live tests, on the shared testbed's profile only
+    # (`integration` runs every profile).
+    profiles, rest = _split_profiles(session.posargs, PROFILES[:1])
+    others = " and ".join(f"not {p}" for p in PROFILES if p not in profiles)
+    _with_testbed(
+        session,
+        profiles,
+        "pytest",
+        "tests/live/pydantic_backend",
+        "-m",
+        "not slow",
+        *(["-k", others] if others else []),
+        "-rs",
+        "--durations=10",
+        *rest,
+        install=lambda session: None,  # installed above, with pydantic-ai-slim pinned
+    )
+
+
 @nox.session(python=PYTHON, default=False)
 def slow(session: nox.Session) -> None:
     """Slow live tests (load, soak) against the testbed: `pytest tests/live -m slow`."""

@@ -56,7 +56,12 @@ def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 agent = Agent(
     FunctionModel(model),
     name="osb_durable",
-    capabilities=[OpenSandbox(image=image), Shell(), DBOSDurability()],
+    # Tagged with the workflow id, so the test counts this workflow's sandboxes only.
+    capabilities=[
+        OpenSandbox(image=image, metadata={"osb-durable": workflow_id}),
+        Shell(),
+        DBOSDurability(),
+    ],
 )
 
 

@@ -16,8 +16,10 @@ import uuid
 from pathlib import Path
 
 import pytest
+from _harness import MISSING
 
 pytest.importorskip("dbos")
+pytest.importorskip("pydantic_ai_harness", reason=MISSING)  # the worker runs Shell()
 
 from opensandbox_core import destroy_sandbox, list_sandboxes
 from pydantic_ai_opensandbox import CREATE_METADATA_KEY
@@ -47,10 +49,10 @@ def _worker(db: Path, workflow_id: str, crash: bool | str) -> subprocess.Complet
 
 
 async def test_dbos_run_survives_a_worker_crash_in_the_same_sandbox(tmp_path: Path) -> None:
-    tag = {CREATE_METADATA_KEY: "true"}
-    before = {s.id for s in await list_sandboxes(metadata=tag)}
     db = tmp_path / "dbos.sqlite"
     workflow_id = f"osb-{uuid.uuid4().hex}"
+    tag = {CREATE_METADATA_KEY: "true", "osb-durable": workflow_id}
+    before = {s.id for s in await list_sandboxes(metadata=tag)}
     created: set[str] = set()
     try:
         first = _worker(db, workflow_id, crash=True)
@@ -74,11 +76,12 @@ async def test_a_failed_durable_run_keeps_its_sandbox(tmp_path: Path) -> None:
     # Under a durable engine the run may be resumed, in the same sandbox: the capability tells
     # (through pydantic-ai's public BaseDurabilityCapability) and does not delete it. The same
     # failure without an engine deletes it (test_pydantic_failed_runs.py).
-    tag = {CREATE_METADATA_KEY: "true"}
+    workflow_id = f"osb-{uuid.uuid4().hex}"
+    tag = {CREATE_METADATA_KEY: "true", "osb-durable": workflow_id}
     before = {s.id for s in await list_sandboxes(metadata=tag)}
     created: set[str] = set()
     try:
-        failed = _worker(tmp_path / "dbos.sqlite", f"osb-{uuid.uuid4().hex}", crash="fail")
+        failed = _worker(tmp_path / "dbos.sqlite", workflow_id, crash="fail")
         assert failed.returncode == 3, failed.stderr[-3000:]
         created = {s.id for s in await list_sandboxes(metadata=tag)} - before
         assert len(created) == 1, "the failed durable run's sandbox was deleted"

@@ -21,7 +21,10 @@ from typing import Any
 
 import httpx
 import pytest
+from _harness import MISSING
 from _scripted import script
+
+pytest.importorskip("pydantic_ai_harness", reason=MISSING)
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel

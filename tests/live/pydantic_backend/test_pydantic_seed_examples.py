@@ -11,6 +11,9 @@ import logging
 from collections.abc import Callable
 
 import pytest
+from _harness import MISSING
+
+pytest.importorskip("pydantic_ai_harness", reason=MISSING)
 from _scripted import script
 from pydantic_ai import Agent
 from pydantic_ai.workspaces import Workspace, WorkspaceRef, WorkspaceUnavailableError

@@ -6,7 +6,11 @@ from __future__ import annotations
 import asyncio
 import re
 
+import pytest
+from _harness import MISSING
 from _scripted import script
+
+pytest.importorskip("pydantic_ai_harness", reason=MISSING)
 from pydantic_ai import Agent
 from pydantic_ai.workspaces import WorkspaceRef
 from pydantic_ai_harness.shell import Shell

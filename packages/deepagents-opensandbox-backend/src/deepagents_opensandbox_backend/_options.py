@@ -245,8 +245,7 @@ class ThreadOptions(SandboxOptions):
         return SandboxOptions(**{n: getattr(self, n) for n in names})
 
 
-_ORDER = (
-    # The seed's order first (domain, image, entrypoint, api_key, use_server_proxy, timeout).
+_SEED_ORDER = (
     "namespace",
     "domain",
     "image",
@@ -254,19 +253,8 @@ _ORDER = (
     "api_key",
     "use_server_proxy",
     "timeout",
-    "spec",
-    "env",
-    "resource",
-    "allow_internet_access",
-    "network_policy",
-    "volumes",
-    "metadata",
-    "command_timeout",
-    "working_dir",
-    "ready_timeout",
-    "stderr_prefix",
-    "settle_timeout",
 )
+"""The seed's order first; the other keywords follow in the order they are declared."""
 
 
 def _signature(options: type[Any], *leading: inspect.Parameter) -> inspect.Signature:
@@ -275,7 +263,7 @@ def _signature(options: type[Any], *leading: inspect.Parameter) -> inspect.Signa
             p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
             for p in inspect.signature(options).parameters.values()
         ),
-        key=lambda p: _ORDER.index(p.name) if p.name in _ORDER else len(_ORDER),
+        key=lambda p: _SEED_ORDER.index(p.name) if p.name in _SEED_ORDER else len(_SEED_ORDER),
     )
     return inspect.Signature([*leading, *params])
 

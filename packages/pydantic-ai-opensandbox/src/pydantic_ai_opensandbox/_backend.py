@@ -5,11 +5,9 @@ HTTP clients, commands through execd with their output rebuilt from its framing,
 API, argument checks (`opensandbox_core.validation`) and defaults (`defaults`). This module only
 translates: types here, errors in `_translate.py` (one table).
 
-Verified on 2026-11-29 with pydantic-ai-slim 2.62.0 (`WorkspaceBackendSuite`, every optional
-fixture), opensandbox-server 1.1.1 and the SDK 1.1.1: the id is kept as soon as the server answers,
-racing first operations share one sandbox, a killed sandbox raises `WorkspaceUnavailableError`, a
-deleted working directory `WorkspaceError`. On 2026-12-01: pause/resume, `upload_dir` and the create
-options live (`tests/live/pydantic_backend/test_pydantic_peer_features.py`).
+Verified with pydantic-ai-slim 2.62.0 and 2.68.0 (`WorkspaceBackendSuite`, 38 and 40 tests, every
+optional fixture), opensandbox-server 1.1.1 and the SDK 1.1.1, and live for pause/resume,
+`upload_dir` and the create options (`tests/live/pydantic_backend/`).
 """
 
 from __future__ import annotations
@@ -144,7 +142,6 @@ class OpenSandboxBackend(
         self._image = spec.image if spec is not None else None
         self._given_ref = ref
         self._created_ref: WorkspaceRef | None = None
-        self._connection_config = connection
         self._session = AsyncSandboxSession(
             spec,
             sandbox_id=ref.id if ref is not None else None,
@@ -281,18 +278,15 @@ class OpenSandboxBackend(
     async def upload_dir(
         self, local_dir: str | os.PathLike[str], remote_dir: str, **options: Unpack[UploadOptions]
     ) -> DirectoryUpload:
-        """Copy a local directory tree into the sandbox, leaving secrets behind (`.env`,
-        `.env.*`, `.ssh/`, `.aws/`, `.gnupg/`, `*.pem`, `*.key`, `id_rsa*`, `.netrc`,
-        `.git-credentials`, `.npmrc`, `.pypirc`, `*.p12` and the rest of
-        `opensandbox_core.SECRET_PATTERNS`) unless `include_secrets=True`; `exclude` adds
-        patterns, `concurrency` and `timeout` as in `opensandbox_core.upload_directory`. A
-        relative `remote_dir` resolves against the working directory. Returns what was uploaded
-        and what was skipped (`opensandbox_core.DirectoryUpload`)."""
+        """Copy a local directory tree into the sandbox, leaving secrets behind (`.env`, `.ssh/`,
+        `*.pem`, ...: `opensandbox_core.SECRET_PATTERNS`) unless `include_secrets=True`; options
+        and result as `opensandbox_core.upload_directory`'s. A relative `remote_dir` resolves
+        against the working directory."""
         async with self._operation():
             return await upload_directory(self._session, local_dir, remote_dir, **options)
 
 
+# Each keyword's default: a keyword left at it never disagrees with `spec=`.
 _DEFAULTS: Final = {
-    name: p.default for name, p in inspect.signature(OpenSandboxBackend.__init__).parameters.items()
+    n: p.default for n, p in inspect.signature(OpenSandboxBackend).parameters.items()
 }
-"""Each keyword's default: a keyword left at it never disagrees with `spec=`."""

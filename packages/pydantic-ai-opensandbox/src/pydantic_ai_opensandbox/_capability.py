@@ -1,16 +1,11 @@
 """The `OpenSandbox` capability: supplies an OpenSandbox sandbox as an agent run's workspace.
 
-Verified on 2026-11-29 with pydantic-ai-slim 2.62.0, pydantic-ai-harness 0.62.0 (`Coder`, `Shell`)
-and opensandbox-server 1.1.1: a run creates its sandbox on first use, a follow-up run finds it in the
-message history, `workspace=ref` reattaches, `workspace='new'` creates another, a destroyed sandbox
-raises `WorkspaceUnavailableError`, and a run under `DBOSDurability` (dbos 3.4, SQLite) records the
-ref in its first step and reaches the same sandbox after a worker failure.
-
-On 2026-12-01 (same versions): a run that fails (the model raises, or a real SIGINT stops
-`run_sync` while the model is awaited) deletes the sandbox it created, after the user's
-`on_run_error` hooks ran; one it attached to (by ref, from the message history) stays. `wrap_run`
-is the place: pydantic-ai calls `on_run_error` only for failures of the run body, never for
-`KeyboardInterrupt`, while `wrap_run` sees every failure, cancellation included.
+Verified with pydantic-ai-slim 2.62.0, pydantic-ai-harness 0.62.0 (`Coder`, `Shell`) and
+opensandbox-server 1.1.1: first use creates, the message history or `workspace=ref` reattaches,
+`'new'` creates another, a destroyed sandbox raises `WorkspaceUnavailableError`; under
+`DBOSDurability` a worker failure resumes in the same sandbox. A failed run (Ctrl-C included)
+deletes the sandbox it created, after the user's `on_run_error` hooks, never one it attached to,
+nor one under a durable engine: `wrap_run` is the place, as it sees every failure.
 """
 
 from __future__ import annotations
@@ -77,15 +72,6 @@ def _durable(ctx: RunContext[Any]) -> bool:
     return any(engine.in_durable_context for engine in engines)
 
 
-async def _destroy_after_failure(backend: _SuppliedBackend, error: BaseException) -> None:
-    """Delete the sandbox a failed run created; never raises, survives a cancelled caller."""
-    if backend.session.owned:
-        await discard_sandbox(
-            backend.session,
-            f"was created by a run that failed ({type(error).__name__}): no result holds its ref",
-        )
-
-
 @dataclass(kw_only=True)
 class OpenSandbox(AbstractCapability[AgentDepsT]):
     """Supply a sandbox on your own OpenSandbox server as the run's workspace, created on first use.
@@ -98,12 +84,10 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
     agent = Agent('anthropic:claude-opus-5-5', capabilities=[OpenSandbox(image='python:3.13-slim'), Coder()])
     ```
 
-    With an `image`, a run without a ref creates a sandbox on first use; a `WorkspaceRef` (from the
-    message history or `workspace=`) attaches to an existing one. A run that succeeds keeps its
-    sandbox (call `destroy(ref)`; unused, it expires after `sandbox_timeout`, 30 minutes by default);
-    a run that fails, Ctrl-C included, deletes the sandbox it created, never one it attached to.
-    Without an `image` the capability only attaches and destroys by ref. It supplies the workspace
-    only; compose it with `Coder`, `Shell` or `FileSystem` to give the model tools that use it.
+    With an `image` (or `spec`), a run without a ref creates a sandbox on first use; a `WorkspaceRef`
+    (the message history, `workspace=`) attaches. A run that succeeds keeps its sandbox (`destroy(ref)`,
+    or it expires after `sandbox_timeout`); one that fails, Ctrl-C included, deletes the sandbox it
+    created. Compose it with `Coder`, `Shell` or `FileSystem`, which give the model tools.
     """
 
     image: str | None = None
@@ -124,14 +108,11 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
     """Ask the server for Secure Access on a new sandbox (Kubernetes ingress gateway only)."""
 
     sandbox_timeout: int | None = DEFAULT_SANDBOX_TIMEOUT
-    """Seconds a sandbox may go unused before the server deletes it, files included (default 1800,
-    30 minutes, as in every package of this project). Every operation renews it as it starts and a
-    running command keeps renewing it, also on an attached sandbox. `None` keeps it until
-    destroyed."""
+    """Seconds a sandbox may go unused before the server deletes it, files included (default 1800);
+    every operation and a running command renew it, also attached. `None`: until destroyed."""
 
     working_dir: str | None = DEFAULT_WORKING_DIR
-    """Absolute directory commands start in and relative paths resolve against, created on first use
-    if missing; `None` uses the image's own."""
+    """Where commands start and relative paths resolve, created if missing; `None`: the image's."""
 
     env: Mapping[str, str] | None = field(default=None, repr=False)
     """Variables every command gets, also in an attached sandbox. Nothing is read from the host."""
@@ -208,16 +189,15 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
             **kwargs,
         )
 
+    def _session(self, spec: SandboxSpec | None) -> dict[str, Any]:
+        """What every backend of this capability takes, attached ones too."""
+        lifetime = spec.lifetime if spec is not None else self.sandbox_timeout
+        return {"connection": self.connection, "working_dir": self.working_dir, "env": self.env,
+                "sandbox_timeout": lifetime}  # fmt: skip
+
     def backend(self, ref: WorkspaceRef) -> OpenSandboxBackend:
         """A lazy backend for an existing sandbox (no I/O until its first operation)."""
-        spec = self._sandbox_spec()
-        return OpenSandboxBackend(
-            ref=ref,
-            connection=self.connection,
-            working_dir=self.working_dir,
-            env=self.env,
-            sandbox_timeout=spec.lifetime if spec is not None else self.sandbox_timeout,
-        )
+        return OpenSandboxBackend(ref=ref, **self._session(self._sandbox_spec()))
 
     async def destroy(self, ref: WorkspaceRef) -> None:
         """Delete a sandbox by id, files included; one that no longer exists returns quietly."""
@@ -230,17 +210,16 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
     async def pause(self, ref: WorkspaceRef) -> None:
         """Freeze a sandbox by ref between runs (processes, memory and files kept); a run on a
         paused sandbox raises `WorkspaceUnavailableError` until `resume(ref)`."""
-        backend = self.backend(ref)
-        try:
-            await backend.pause()
-        finally:
-            await backend.aclose()
+        await self._by_ref(ref, pause=True)
 
     async def resume(self, ref: WorkspaceRef) -> None:
         """Thaw a sandbox paused with `pause(ref)`; returns once it answers commands again."""
+        await self._by_ref(ref, pause=False)
+
+    async def _by_ref(self, ref: WorkspaceRef, *, pause: bool) -> None:
         backend = self.backend(ref)
         try:
-            await backend.resume()
+            await (backend.pause() if pause else backend.resume())
         finally:
             await backend.aclose()
 
@@ -251,27 +230,15 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
         spec = self._sandbox_spec()
         if (ref is not None and ref.provider != PROVIDER) or (ref is None and spec is None):
             return None
-        common: dict[str, Any] = {
-            "run_id": ctx.run_id,
-            "connection": self.connection,
-            "working_dir": self.working_dir,
-            "env": self.env,
-        }
-        if ref is not None:
-            lifetime = spec.lifetime if spec is not None else self.sandbox_timeout
-            return _SuppliedBackend(ref=ref, sandbox_timeout=lifetime, **common)
-        return _SuppliedBackend(spec=spec, **common)
+        create = spec if ref is None else None
+        return _SuppliedBackend(run_id=ctx.run_id, ref=ref, spec=create, **self._session(spec))
 
     async def wrap_run(
         self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler
     ) -> AgentRunResult[Any]:
         # Only the backend this run built: one passed as `workspace=` belongs to whoever built it.
-        backend = _innermost_backend(ctx.workspace)
-        owned = (
-            backend
-            if isinstance(backend, _SuppliedBackend) and backend.run_id == ctx.run_id
-            else None
-        )
+        b = _innermost_backend(ctx.workspace)
+        owned = b if isinstance(b, _SuppliedBackend) and b.run_id == ctx.run_id else None
         if owned is not None:
             owned.claim(True)
         try:
@@ -281,7 +248,8 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
             # created. One it attached to (a ref, the message history) is never deleted, nor
             # is one under a durable engine, which may resume the run in it.
             if owned is not None and owned.created_by_run and not _durable(ctx):
-                await _destroy_after_failure(owned, error)
+                why = f"was created by a run that failed ({type(error).__name__})"
+                await discard_sandbox(owned.session, why + ": no result holds its ref")
             raise
         finally:
             if owned is not None:

@@ -79,10 +79,8 @@ class SessionLifecycle:
             )
 
     def _shared_sdk_config(self) -> ConnectionConfig:
-        """This loop's SDK config: its transport is the backend's, so a `Sandbox` never closes it.
-
-        A config built with its `transport` given does not own it (the SDK's documented rule),
-        so the copy is built anew from the owned config's fields rather than copied."""
+        """This loop's SDK config: its transport is the backend's, so a `Sandbox` never closes it
+        (a config built with its `transport` given does not own it: the SDK's documented rule)."""
         loop = asyncio.get_running_loop()
         owned = self._sdk_configs.get(loop)
         if owned is None:

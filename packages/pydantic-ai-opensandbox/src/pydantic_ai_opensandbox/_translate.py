@@ -73,7 +73,7 @@ SPEC_FIELDS: Final[Mapping[str, SpecField]] = MappingProxyType(
     }
 )
 """Where each keyword describing a new sandbox goes in the core's `SandboxSpec` (`env`,
-`working_dir` and `sandbox_timeout` on attach are the session's: they apply to any sandbox)."""
+`working_dir` and, on attach, `sandbox_timeout` are the session's)."""
 
 if TYPE_CHECKING:
     from opensandbox.config import ConnectionConfig
@@ -119,10 +119,8 @@ def require_asyncio() -> None:
 # | ConfigurationError while starting           | WorkspaceError (e.g. working_dir not creatable)    |
 # | ConfigurationError in an operation          | ValueError (a bad argument, such as removing '/')  |
 # | FileNotFoundError from `run`                | WorkspaceError: the working directory is gone      |
-#
-# Every execd generation whose output can be rebuilt exactly works (1.1, and line-framed v1.0.17 to
-# v1.0.19, whose output the core reads from execd's raw output files); only v1.0.16 and older,
-# which drop blank lines, raise UnsupportedDaemonError, whose message names the image to use.
+# (UnsupportedDaemonError: execd v1.0.16 and older, which drop blank lines; its message names the
+# image to use. Every later generation works.)
 
 
 def _unavailable(exc: BaseException, *, starting: bool) -> Exception:
