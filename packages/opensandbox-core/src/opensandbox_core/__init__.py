@@ -48,6 +48,7 @@ from ._sync import BlockingBackgroundProcess, BlockingTerminal, SandboxSession, 
 from ._terminal._handle import Terminal
 from ._terminal_tools._keys import keystrokes
 from ._terminal_tools._specs import TerminalToolSpec
+from ._terminal_tools._toolkit import TerminalTools
 from ._types import CommandResult, FileInfo, TransferResult
 from ._wire._framing import Framing, decode_output
 
@@ -95,6 +96,7 @@ __all__ = [
     "TerminalTakenOverError",
     "TerminalTimeoutError",
     "TerminalToolSpec",
+    "TerminalTools",
     "TransferResult",
     "UnsupportedDaemonError",
     "UploadOptions",
