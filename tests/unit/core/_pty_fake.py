@@ -10,6 +10,8 @@ cases `pty_*`; docs in the notes' "Interactive terminal (`/pty`)").
   by close 1000 "process exited"; one client at a time (409 `ALREADY_CONNECTED`, or with
   `?takeover=1` on `generation="1.0.19"` the holder gets close 4001); unknown ids 404
   `CONTEXT_NOT_FOUND`; a `cwd` below a regular file is the daemon's 500 with a phantom id.
+- `behind_proxy=True`: refusals (404, 409) as opensandbox-server's proxy relays them: the
+  upgrade is accepted, then closed with 1008 and no reason.
 - Faults: `exit_loss` ("late": output of the last 60 ms before an exit goes to the replay
   buffer only; "lost": nowhere), `silence` (seconds without a client text or binary frame
   before the server drops the connection), `drop()` (cut the holder's TCP connection).
@@ -80,8 +82,11 @@ class FakePtyDaemon:
         generation: Literal["1.0.19", "1.0.18"] = "1.0.19",
         exit_loss: Literal["never", "late", "lost"] = "never",
         silence: float = 60.0,
+        behind_proxy: bool = False,
     ) -> None:
         self.generation = generation
+        self.behind_proxy = behind_proxy  # refusals as opensandbox-server's proxy relays them
+        self._refused: set[int] = set()
         self.exit_loss = exit_loss
         self.silence = silence
         self.sessions: dict[str, PtySession] = {}
@@ -153,7 +158,7 @@ class FakePtyDaemon:
         parts = [p for p in urlsplit(request.path).path.split("/") if p]
         session = self.sessions.get(parts[1]) if len(parts) == 3 else None
         if session is None:
-            return _as_ws(connection, _not_found(parts[1] if len(parts) > 1 else ""))
+            return self._refuse(connection, _not_found(parts[1] if len(parts) > 1 else ""))
         query = parse_qs(urlsplit(request.path).query)
         if session.holder is not None:
             if self.generation == "1.0.19" and query.get("takeover") == ["1"]:
@@ -165,11 +170,22 @@ class FakePtyDaemon:
                 "code": "ALREADY_CONNECTED",
                 "message": f"another client is already connected to pty session {session.id}",
             }
-            return connection.respond(409, json.dumps(body))
+            return self._refuse(connection, httpx.Response(409, json=body))
+        return None
+
+    def _refuse(self, connection: ServerConnection, answer: httpx.Response) -> Response | None:
+        """The daemon's refusal; behind the server's proxy: 101, then close 1008, no reason."""
+        if not self.behind_proxy:
+            return connection.respond(answer.status_code, answer.text)
+        self._refused.add(id(connection))
         return None
 
     async def _handler(self, connection: ServerConnection) -> None:
         assert connection.request is not None
+        if id(connection) in self._refused:
+            self._refused.discard(id(connection))
+            await connection.close(1008)
+            return
         url = urlsplit(connection.request.path)
         session = self.sessions[url.path.split("/")[2]]
         while session.holder is not None:  # a takeover: the holder is being closed
@@ -323,7 +339,3 @@ class FakePtyDaemon:
 def _not_found(session_id: str) -> httpx.Response:
     message = f"pty session {session_id} not found"
     return httpx.Response(404, json={"code": "CONTEXT_NOT_FOUND", "message": message})
-
-
-def _as_ws(connection: ServerConnection, answer: httpx.Response) -> Response:
-    return connection.respond(answer.status_code, answer.text)

@@ -70,10 +70,15 @@ class Target:
 
 
 class Refused(Exception):
-    """The daemon (or a proxy) answered the upgrade with an HTTP error (404, 409, 401, ...)."""
+    """The daemon (or a proxy) answered the upgrade with an HTTP error (404, 409, 401, ...).
 
-    def __init__(self, status: int, body: bytes) -> None:
-        super().__init__(f"HTTP {status}")
+    `status` is None when the connection was closed before `connected` instead: what
+    opensandbox-server's proxy does with any refusal of the daemon behind it (it accepts the
+    upgrade, then closes with 1008 and no reason), so that only asking the daemon tells why.
+    """
+
+    def __init__(self, status: int | None, body: bytes) -> None:
+        super().__init__(f"HTTP {status}" if status else "closed before `connected`")
         self.status = status
         self.body = body
 
@@ -133,6 +138,10 @@ class Link:
         try:
             async with asyncio.timeout(timeout):
                 mode = await self._until_connected(ws)
+        except ConnectionClosed as exc:
+            await self._abandon(ws)
+            reason = f"close {ws.close_code} {ws.close_reason or ''}".strip()
+            raise Refused(None, reason.encode()) from exc
         except BaseException:
             await self._abandon(ws)
             raise

@@ -4,9 +4,9 @@
 Opening: `POST /pty` (with the `cwd`), one connection, the window size, the setup line typed
 once the shell's first prompt is there (`_script`), and the handle is returned once the setup
 printed its ready mark (an interactive shell: and its next prompt, so that keys typed at once
-are read by readline, not echoed by the terminal first). Whatever goes wrong or is cancelled on the way deletes the terminal
-again (the `POST` too: its answer is awaited in the background and the id it names deleted), so
-nothing is left behind in execd.
+are read by readline, not echoed by the terminal first). Whatever goes wrong or is cancelled on
+the way deletes the terminal again before the error or the cancellation goes on (a cancelled
+`POST` is awaited, bounded, for the id to delete), so nothing is left behind in execd.
 
 Attaching: the terminal's state first (`GET /pty/{id}`: unknown ids fail before any upgrade),
 then a connection that replays everything execd kept. A terminal held by another connection is
@@ -46,6 +46,7 @@ OPEN_BUDGET: Final = 60.0
 """Seconds `open_terminal` and `attach_terminal` may take once the sandbox is reached."""
 _FIRST_PROMPT: Final = 2.0  # seconds to wait for the shell's first output before typing
 _CWD_FAILED: Final = 97  # the setup line's exit status when it cannot enter the directory
+_CLEANUP_WAIT: Final = 10.0  # seconds a cancelled open waits to delete what it made
 
 
 class TerminalsLife(TerminalLife, Protocol):
@@ -94,13 +95,15 @@ async def open_terminal(
 
 
 async def _create(life: TerminalsLife, execd: ExecdClient, cwd: str | None) -> str:
-    """`POST /pty`; a cancellation waits for the answer in the background and deletes the
-    terminal it names."""
+    """`POST /pty`; a cancellation first waits for the answer (bounded) and deletes the
+    terminal it names, then goes on."""
     task = asyncio.get_running_loop().create_task(execd.pty_create(cwd))
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
-        task.add_done_callback(lambda done: _delete_later(execd, done))
+        with contextlib.suppress(BaseException):
+            async with asyncio.timeout(_CLEANUP_WAIT):
+                await asyncio.shield(execd.pty_forget(await asyncio.shield(task)))
         raise
     except ExecdError as exc:
         if exc.from_execd and "work directory" in exc.message.lower():
@@ -111,12 +114,6 @@ async def _create(life: TerminalsLife, execd: ExecdClient, cwd: str | None) -> s
         await life.fail(exc, "open a terminal", execd=execd)
     except Exception as exc:
         await life.fail(exc, "open a terminal", execd=execd)
-
-
-def _delete_later(execd: ExecdClient, done: asyncio.Future[str]) -> None:
-    if done.cancelled() or done.exception() is not None:
-        return
-    execd.later(execd.pty_forget(done.result()))
 
 
 async def _start(
@@ -163,7 +160,7 @@ async def _discard(terminal: Terminal) -> None:
 
     async def work() -> None:
         with contextlib.suppress(Exception):
-            async with asyncio.timeout(10.0):
+            async with asyncio.timeout(_CLEANUP_WAIT):
                 await terminal._keeper.stop()
                 await terminal._keeper.delete()
 
@@ -174,8 +171,15 @@ async def _discard(terminal: Terminal) -> None:
 async def _fail(life: TerminalsLife, execd: ExecdClient, exc: Exception, action: str) -> NoReturn:
     """The project's error for a failed connection (an upgrade refused: execd's answer)."""
     if isinstance(exc, Refused):
-        code, message, from_execd = parse_error_body(exc.body, limit=None)
-        exc = ExecdError(exc.status, code, message, from_execd=from_execd, address="")
+        status = exc.status
+        if status is None:
+            exc = ServerError(
+                "The WebSocket upgrade was refused behind the server's proxy "
+                f"({exc.body.decode(errors='replace')})."
+            )
+        else:
+            code, message, from_execd = parse_error_body(exc.body, limit=None)
+            exc = ExecdError(status, code, message, from_execd=from_execd, address="")
     await life.fail(exc, action, execd=execd)
 
 
@@ -216,13 +220,15 @@ async def _reach(terminal: Terminal, *, running: bool, kept: int) -> None:
     try:
         await keeper.connect(since=None, takeover=False)
     except Refused as exc:
-        if exc.status != 409:
+        if exc.status not in (409, None):  # None: refused behind the server's proxy
             raise
         try:
             await keeper.connect(since=None, takeover=True)
         except Refused as again:
-            if again.status != 409:
+            if again.status not in (409, None):
                 raise
+            if again.status is None and await keeper.status() is None:
+                raise not_found(terminal.id, keeper.life.sandbox_id) from None
             raise TerminalBusyError(
                 f"Terminal {terminal.id} is held by another client, and this execd cannot take "
                 "a terminal over (v1.0.18 and older; v1.0.19 can): detach or close the other "

@@ -25,9 +25,10 @@ The client acknowledges once it has read the end mark, so every byte before it h
 the process exits only then. A connection after the end starts a plain shell, never the
 command again. The wrapper never passes `command` to execd: one path for both generations.
 
-The line is typed in `$'...'` quoting with printable ASCII only (`\\xHH` for the rest), so
-readline inserts every character as typed (no completion, history expansion or key bindings)
-and every byte of the command reaches bash exactly. The setup ends by printing the ready mark;
+The line is one `eval` of one word in `$'...'` quoting, printable ASCII only (`\\xHH` for the
+rest, `!` included), so readline inserts every character as typed (no completion, history
+expansion or key bindings) and every byte of the command reaches bash exactly. It also gives
+the terminal's programs SIGINT and SIGQUIT at their defaults (`_DEFAULT_SIGNALS`). The setup ends by printing the ready mark;
 `OutputFilter` drops what came before it (the first prompt, the echo) and the end mark, so the
 terminal's output is exactly what its program printed.
 """
@@ -42,15 +43,26 @@ __all__ = ["ACK", "OutputFilter", "command_line", "interactive_line"]
 ACK: Final = b"\x06"
 """The byte that acknowledges the end mark (ASCII ACK; other keystrokes waiting are skipped)."""
 _MARK: Final = "\x1b]6464;{id};"  # an OSC sequence that terminals ignore
-_SAFE: Final = frozenset(
-    b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-.,/:=+@%"
-)
+_SAFE: Final = frozenset(set(range(0x20, 0x7F)) - set(b"'\\!"))
 _WAIT_ACK: Final = "while read -rsn1 k; do [ \"$k\" = $'\\006' ] && break; done"
 _SIGNAL_STATUS: Final = "129|130|131|134|137|141|143"
+_DEFAULT_SIGNALS: Final = (
+    "osb_exec() { if env --default-signal=INT,QUIT true 2>/dev/null; then "
+    'exec env --default-signal=INT,QUIT "$@"; fi; '
+    "if command -v perl >/dev/null 2>&1; then "
+    'exec perl -e \'$SIG{INT}=$SIG{QUIT}="DEFAULT"; exec {$ARGV[0]} @ARGV\' "$@"; fi; '
+    'exec "$@"; }; '
+)
+"""`osb_exec CMD...`: exec CMD with SIGINT and SIGQUIT at their defaults. A daemon started in the
+background by a non-interactive shell (`execd &`, as images' bootstrap scripts do) has them
+ignored, and passes that on: bash cannot undo it (a signal ignored at a shell's start stays
+ignored), so Ctrl-C would reach no program. coreutils' `env --default-signal` (8.31+) or perl
+undo it; without either the shell runs as it is."""
 
 
 def quoted(text: str | bytes) -> str:
-    """`text` as one bash word in `$'...'` quoting made of printable ASCII only."""
+    """`text` as one bash word in `$'...'` quoting made of printable ASCII only, without `!`
+    (history expansion) and `\\t` (completion): readline inserts it as typed."""
     data = text.encode() if isinstance(text, str) else text
     return "$'" + "".join(chr(b) if b in _SAFE else f"\\x{b:02x}" for b in data) + "'"
 
@@ -68,11 +80,23 @@ def _enter(cwd: str | None) -> str:
     return f"mkdir -p -- {quoted(cwd)} && cd -- {quoted(cwd)} || exit 97; "
 
 
+def _typed(script: str) -> bytes:
+    """The line typed into execd's shell to run `script`: one `eval` of one quoted word."""
+    return f" eval {quoted(script)}\r".encode()
+
+
 def interactive_line(terminal_id: str, *, cwd: str | None = None) -> bytes:
-    """The setup line of an interactive shell (Enter included)."""
+    """The setup line of an interactive shell (Enter included): a new interactive bash in
+    place of execd's (`exec`, same process) with Ctrl-C working, whose first prompt sets the
+    `EXIT` trap and prints the ready mark."""
     on_exit = f"{_printf_mark(terminal_id, 'exit', '$?')}; {_WAIT_ACK}"
-    ready = _printf_mark(terminal_id, "ready")
-    return f" {_enter(cwd)}trap {quoted(on_exit)} EXIT; {ready}\r".encode()
+    first_prompt = (
+        f"unset PROMPT_COMMAND; trap {quoted(on_exit)} EXIT; {_printf_mark(terminal_id, 'ready')}"
+    )
+    return _typed(
+        f"{_enter(cwd)}{_DEFAULT_SIGNALS}export PROMPT_COMMAND={quoted(first_prompt)}; "
+        "osb_exec bash --norc --noprofile"
+    )
 
 
 def command_line(terminal_id: str, command: str, *, cwd: str | None = None) -> bytes:
@@ -84,8 +108,10 @@ def command_line(terminal_id: str, command: str, *, cwd: str | None = None) -> b
         f"{_printf_mark(terminal_id, 'exit', '$st')}; {_WAIT_ACK}; "
         '[ "$st" = -1 ] && kill -$((rc-128)) $$; exit "$rc"'
     )
-    line = f" {_enter(cwd)}exec bash --norc --noprofile -c {quoted(wrapper)} osb-terminal "
-    return (line + quoted(command) + "\r").encode()
+    return _typed(
+        f"{_enter(cwd)}{_DEFAULT_SIGNALS}osb_exec bash --norc --noprofile -c "
+        f"{quoted(wrapper)} osb-terminal {quoted(command)}"
+    )
 
 
 class OutputFilter:
