@@ -1,11 +1,13 @@
-"""The terminal tools' key notation (`keystrokes`) and their output as text (`OutputText`):
-what a model's keys become on the wire, and how a terminal's bytes reach the model."""
+"""The terminal tools' key notation (`keystrokes`), their output as text (`OutputText`), waiting
+for text after the echo, and placing a replay: what a model's keys become on the wire, and how a
+terminal's bytes reach the model."""
 
 from __future__ import annotations
 
 import pytest
 
 from opensandbox_core import ConfigurationError, keystrokes
+from opensandbox_core._terminal_tools._entry import Entry, _found, echo_of
 from opensandbox_core._terminal_tools._output import OutputText
 
 # -- keystrokes -----------------------------------------------------------------------------------
@@ -144,3 +146,70 @@ def test_skipped_bytes_are_counted_in_the_next_piece() -> None:
 def test_the_cap_must_be_a_positive_int(limit: object) -> None:
     with pytest.raises(ConfigurationError, match="max_output"):
         OutputText(limit)  # type: ignore[arg-type]
+
+
+# -- waiting for text, and reaching a terminal again ------------------------------------------------
+
+
+def test_wait_for_text_is_looked_for_after_the_echo_of_the_typed_line() -> None:
+    typed = keystrokes('read -p "Name? " n<Enter>')
+    echo = echo_of(typed)
+    assert echo == b'read -p "Name? " n'
+    assert not _found(b"Name? ", bytearray(b'read -p "Name? " n\r\n'), echo)
+    assert not _found(b"Name? ", bytearray(b'read -p "Na'), echo)  # the echo, still arriving
+    assert _found(b"Name? ", bytearray(b'read -p "Name? " n\r\nName? '), echo)
+
+
+def test_wait_for_text_matches_line_endings_as_the_model_reads_them() -> None:
+    assert _found(b"42\n>>> ", bytearray(b"6*7\r\n42\r\n>>> "), b"6*7")
+    assert _found(b"42\r\n", bytearray(b"42\r\n"), b"")
+
+
+@pytest.mark.parametrize(
+    ("typed", "echo"),
+    [
+        (b"\x03", b""),  # a control key: echoed as ^C, nothing skipped
+        (b"\x1b[A", b""),
+        (b"x" * 80 + b"\r", b""),  # wider than the terminal: echoed scrolled
+        ("é\r".encode(), b""),
+        (b"ls\rpwd\r", b"ls"),
+    ],
+)
+def test_only_a_plain_first_line_counts_as_the_echo(typed: bytes, echo: bytes) -> None:
+    assert echo_of(typed) == echo
+
+
+def _entry(given: bytes) -> Entry:
+    entry = Entry("t1", OutputText(1000))
+    entry.took(given)
+    return entry
+
+
+def test_a_replay_gives_only_what_the_model_has_not_seen() -> None:
+    entry = _entry(b"$ echo one\r\none\r\n$ ")
+    entry.skip_seen(b"$ echo one\r\none\r\n$ two\r\n")
+    assert entry.carry == b"two\r\n"
+    assert entry.note is None
+
+
+def test_a_replay_that_starts_later_is_placed_by_the_last_bytes_seen_and_says_so() -> None:
+    seen = bytes(range(256)) * 3
+    entry = _entry(seen)
+    entry.skip_seen(seen[-300:] + b"new")  # the sandbox kept only the end
+    assert entry.carry == b"new"
+    assert entry.note is not None and "may repeat some output, or miss some" in entry.note
+
+
+def test_a_replay_that_shares_nothing_with_what_was_seen_is_given_whole_and_says_so() -> None:
+    entry = _entry(b"old output")
+    entry.skip_seen(b"unrelated")
+    assert entry.carry == b"unrelated"
+    assert entry.note is not None
+
+
+def test_a_terminal_reached_for_the_first_time_gives_its_replay_with_a_note() -> None:
+    entry = Entry("t9", OutputText(1000))
+    entry.skip_seen(b"earlier\r\n$ ")
+    assert entry.carry == b"earlier\r\n$ "
+    assert entry.note is not None and entry.note.startswith("[reached terminal t9 again")
+    assert entry.given == len(b"earlier\r\n$ ")

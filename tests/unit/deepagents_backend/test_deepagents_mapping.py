@@ -51,6 +51,7 @@ def test_public_names() -> None:
         "ThreadSandboxBackend",
         "TimeTravelSandboxBackend",
         "__version__",
+        "terminal_tools",
     }
     assert issubclass(InsecureSandboxWarning, UserWarning)
 
@@ -268,3 +269,17 @@ def test_warns_only_without_any_key(monkeypatch: pytest.MonkeyPatch) -> None:
         assert SECRET in fake.requests[-1].headers.values()  # the key was sent, as a header
     assert fake.count("create") == 3
     assert fake.created == []
+
+
+@pytest.mark.filterwarnings("ignore::opensandbox_core.InsecureSandboxWarning")
+def test_terminal_tools_are_the_cores_four_tools_and_build_without_io() -> None:
+    from opensandbox_core import AsyncSandboxSession, TerminalTools
+
+    backend = OpenSandboxBackend(AsyncSandboxSession(sandbox_id="sbx-1"))
+    tools = deepagents_opensandbox_backend.terminal_tools(backend)
+    assert [t.name for t in tools] == [spec.name for spec in TerminalTools.specs]
+    for tool, spec in zip(tools, TerminalTools.specs, strict=True):
+        assert tool.description == spec.description
+        assert tool.args_schema == spec.schema()
+    with pytest.raises(ValueError, match="max_output"):
+        deepagents_opensandbox_backend.terminal_tools(backend, max_output=0)

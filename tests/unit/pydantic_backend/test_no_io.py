@@ -41,6 +41,7 @@ def test_public_names() -> None:
         "CREATE_METADATA_KEY",
         "OpenSandbox",
         "OpenSandboxBackend",
+        "OpenSandboxTerminal",
         "__version__",
     }
 
@@ -168,3 +169,19 @@ def test_refused_api_key_is_unavailable() -> None:
     with pytest.raises(ValueError) as info:
         translate(ConfigurationError("bad path"))
     assert not isinstance(info.value, WorkspaceUnavailableError)
+
+
+def test_terminal_capability_gives_the_cores_four_tools_without_io() -> None:
+    from opensandbox_core import TerminalTools
+    from pydantic_ai_opensandbox import OpenSandboxTerminal
+
+    capability = OpenSandboxTerminal()
+    toolset = capability.get_toolset()
+    assert capability.get_toolset() is toolset  # built once: durable engines see one toolset
+    assert toolset.id == "opensandbox_terminal"
+    assert list(toolset.tools) == [spec.name for spec in TerminalTools.specs]
+    for spec in TerminalTools.specs:
+        tool = toolset.tools[spec.name]
+        assert tool.description == spec.description
+        assert tool.function_schema.json_schema == spec.schema()
+        assert tool.takes_ctx

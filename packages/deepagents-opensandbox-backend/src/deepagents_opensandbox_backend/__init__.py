@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from opensandbox_core import InsecureSandboxWarning
 
 from ._backend import DEFAULT_IMAGE, OpenSandboxBackend
+from ._terminal import terminal_tools
 from ._threads import NAMESPACE_METADATA_KEY, THREAD_METADATA_KEY, ThreadSandboxBackend
 from ._timetravel import (
     FORK_OF_METADATA_KEY,
@@ -55,4 +56,5 @@ __all__ = [
     "ThreadSandboxBackend",
     "TimeTravelSandboxBackend",
     "__version__",
+    "terminal_tools",
 ]

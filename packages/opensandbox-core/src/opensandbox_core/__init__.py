@@ -55,6 +55,7 @@ from ._sync import BlockingBackgroundProcess, BlockingTerminal, SandboxSession, 
 from ._terminal._handle import Terminal
 from ._terminal_tools._keys import keystrokes
 from ._terminal_tools._specs import TerminalToolSpec
+from ._terminal_tools._toolkit import TerminalTools
 from ._types import BytesResult, CommandResult, FileInfo, FileMatch, LinePage, TransferResult
 from ._wire._framing import Framing, decode_output
 
@@ -116,6 +117,7 @@ __all__ = [
     "TerminalTakenOverError",
     "TerminalTimeoutError",
     "TerminalToolSpec",
+    "TerminalTools",
     "TransferResult",
     "UnsupportedDaemonError",
     "UploadOptions",

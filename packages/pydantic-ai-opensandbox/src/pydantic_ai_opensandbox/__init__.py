@@ -17,7 +17,14 @@ opensandbox-server 1.1.1.
 
 from ._backend import CREATE_METADATA_KEY, OpenSandboxBackend
 from ._capability import OpenSandbox
+from ._terminal import OpenSandboxTerminal
 
 __version__ = "0.2.0"
 
-__all__ = ["CREATE_METADATA_KEY", "OpenSandbox", "OpenSandboxBackend", "__version__"]
+__all__ = [
+    "CREATE_METADATA_KEY",
+    "OpenSandbox",
+    "OpenSandboxBackend",
+    "OpenSandboxTerminal",
+    "__version__",
+]

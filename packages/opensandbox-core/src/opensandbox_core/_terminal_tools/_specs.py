@@ -67,7 +67,8 @@ _WAIT_FOR = {
     "minLength": 1,
     "description": (
         "Text to wait for in the output, such as a prompt ('>>> ', 'Name? ', '$ '); it is "
-        "matched literally. Omit it to return when the output goes quiet."
+        "matched literally (line endings as \\n) in the output after the terminal's echo of "
+        "the typed line. Omit it to return when the output goes quiet."
     ),
 }
 _TIMEOUT = {

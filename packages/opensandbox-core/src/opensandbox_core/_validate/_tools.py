@@ -62,10 +62,8 @@ def _utf8(value: str, name: str) -> str:
     return value
 
 
-def tool_text(value: object, name: str, *, optional: bool = False) -> str | None:
-    """A non-empty string (`terminal_id`, `command`); None where `optional`."""
-    if value is None and optional:
-        return None
+def tool_text(value: object, name: str) -> str:
+    """A non-empty string (`terminal_id`, `command`)."""
     if not isinstance(value, str) or not value or "\0" in value:
         raise ArgumentTypeError(f"{name} must be a non-empty string without NUL bytes.")
     return _utf8(value, name)

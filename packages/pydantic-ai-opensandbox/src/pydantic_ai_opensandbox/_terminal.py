@@ -1,0 +1,105 @@
+"""`OpenSandboxTerminal`: opensandbox-core's `TerminalTools` as four tools on the run's sandbox.
+
+Names, descriptions, argument schemas and results are the core's (the same in the Deep Agents
+package). Verified on 2026-12-03 with pydantic-ai-slim 2.62.0 (`test_pydantic_terminal.py`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, WrapRunHandler
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.run import AgentRunResult
+from pydantic_ai.tools import AgentDepsT, RunContext, Tool
+from pydantic_ai.toolsets import FunctionToolset
+
+from opensandbox_core import TerminalTools, TerminalToolSpec
+from opensandbox_core import validation as _validate
+
+from ._backend import OpenSandboxBackend
+from ._capability import OpenSandbox, _innermost_backend
+
+__all__ = ["OpenSandboxTerminal"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(kw_only=True)
+class OpenSandboxTerminal(AbstractCapability[AgentDepsT]):
+    """Interactive terminals in the run's OpenSandbox sandbox: `terminal_start`, `terminal_send`
+    (keys such as `<Enter>`, `<Ctrl-C>`), `terminal_read`, `terminal_close`.
+
+    ```python
+    agent = Agent(model, capabilities=[OpenSandbox(image='python:3.13-slim'), OpenSandboxTerminal()])
+    ```
+
+    The run's workspace must be an OpenSandbox sandbox (from `OpenSandbox`, or an
+    `OpenSandboxBackend` given as `workspace=`). A run's terminals are detached when it ends:
+    they keep running, and a later run on the sandbox reaches them by id.
+    """
+
+    max_output: int = 16 * 1024
+    """Bytes of output one tool result holds at most (the last; it says how many it left out)."""
+
+    close_at_end: bool = False
+    """End the run's terminals when it ends, instead of leaving them running."""
+
+    _toolset: FunctionToolset[AgentDepsT] | None = field(default=None, init=False, repr=False)
+    _tools: dict[str, TerminalTools] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        try:
+            _validate.positive_int(self.max_output, "max_output")
+        except (TypeError, ValueError) as exc:
+            raise UserError(str(exc)) from None
+
+    def get_ordering(self) -> CapabilityOrdering:
+        return CapabilityOrdering(wrapped_by=[OpenSandbox])  # done before it closes the session
+
+    def get_toolset(self) -> FunctionToolset[AgentDepsT]:
+        if self._toolset is None:
+            tools = [self._tool(spec) for spec in TerminalTools.specs]
+            self._toolset = FunctionToolset(tools, id="opensandbox_terminal")
+        return self._toolset
+
+    def _tool(self, spec: TerminalToolSpec) -> Tool[AgentDepsT]:
+        async def run(ctx: RunContext[AgentDepsT], **arguments: Any) -> str:
+            backend, _ = _innermost_backend(ctx.workspace)
+            if not isinstance(backend, OpenSandboxBackend):
+                raise UserError(
+                    "OpenSandboxTerminal needs an OpenSandbox workspace: add OpenSandbox(image=...) "
+                    "to the capabilities, or pass an OpenSandboxBackend as workspace=."
+                )
+            async with backend._operation():  # starts or attaches; errors as the workspace's
+                return await self._for(backend).call(spec.name, arguments)
+
+        return Tool.from_schema(run, spec.name, spec.description, spec.schema(), takes_ctx=True)
+
+    def _for(self, backend: OpenSandboxBackend) -> TerminalTools:
+        """The sandbox's tools, carried on from an earlier run on it (what the model has seen)."""
+        session = backend.session
+        assert session.id is not None  # the operation started the session
+        tools = self._tools.get(session.id)
+        if tools is None:
+            tools = self._tools[session.id] = TerminalTools(session, max_output=self.max_output)
+        elif tools.session is not session:
+            tools.rebind(session)
+        return tools
+
+    async def wrap_run(
+        self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler
+    ) -> AgentRunResult[Any]:
+        try:
+            return await handler()
+        finally:
+            backend, _ = _innermost_backend(ctx.workspace)
+            session = getattr(backend, "session", None)
+            tools = self._tools.get(getattr(session, "id", None) or "")
+            if tools is not None and tools.session is session:
+                try:
+                    await (tools.close_all() if self.close_at_end else tools.detach_all())
+                except Exception as exc:  # never hides how the run ended
+                    logger.warning("Could not let go of the run's terminals: %s", exc)
