@@ -67,7 +67,7 @@ class OpenSandboxTerminal(AbstractCapability[AgentDepsT]):
 
     def _tool(self, spec: TerminalToolSpec) -> Tool[AgentDepsT]:
         async def run(ctx: RunContext[AgentDepsT], **arguments: Any) -> str:
-            backend, _ = _innermost_backend(ctx.workspace)
+            backend = _innermost_backend(ctx.workspace)
             if not isinstance(backend, OpenSandboxBackend):
                 raise UserError(
                     "OpenSandboxTerminal needs an OpenSandbox workspace: add OpenSandbox(image=...) "
@@ -95,7 +95,7 @@ class OpenSandboxTerminal(AbstractCapability[AgentDepsT]):
         try:
             return await handler()
         finally:
-            backend, _ = _innermost_backend(ctx.workspace)
+            backend = _innermost_backend(ctx.workspace)
             session = getattr(backend, "session", None)
             tools = self._tools.get(getattr(session, "id", None) or "")
             if tools is not None and tools.session is session:
