@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from opensandbox import Sandbox
     from opensandbox.config import ConnectionConfig
 
-__all__ = ["SessionLifecycle"]
+__all__ = ["SessionLifecycle", "operation"]
 
 logger = logging.getLogger("pydantic_ai_opensandbox._backend")  # the name the docs give
 
@@ -115,3 +115,9 @@ class SessionLifecycle:
 
         with contextlib.suppress(Exception):
             await run_to_completion(close)
+
+
+def operation(backend: SessionLifecycle) -> contextlib.AbstractAsyncContextManager[None]:
+    """`backend`'s operation scope (the sandbox started or attached, kept open until it ends),
+    for the package's other capabilities."""
+    return backend._operation()

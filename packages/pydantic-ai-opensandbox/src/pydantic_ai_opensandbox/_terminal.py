@@ -21,6 +21,7 @@ from opensandbox_core import validation as _validate
 
 from ._backend import OpenSandboxBackend
 from ._capability import OpenSandbox, _innermost_backend
+from ._lifecycle import operation
 
 __all__ = ["OpenSandboxTerminal"]
 
@@ -67,14 +68,14 @@ class OpenSandboxTerminal(AbstractCapability[AgentDepsT]):
 
     def _tool(self, spec: TerminalToolSpec) -> Tool[AgentDepsT]:
         async def run(ctx: RunContext[AgentDepsT], **arguments: Any) -> str:
-            backend = _innermost_backend(ctx.workspace)
-            if not isinstance(backend, OpenSandboxBackend):
+            found = _innermost_backend(ctx.workspace)
+            if not isinstance(found, OpenSandboxBackend):
                 raise UserError(
                     "OpenSandboxTerminal needs an OpenSandbox workspace: add OpenSandbox(image=...) "
                     "to the capabilities, or pass an OpenSandboxBackend as workspace=."
                 )
-            async with backend._operation():  # starts or attaches; errors as the workspace's
-                return await self._for(backend).call(spec.name, arguments)
+            async with operation(found):  # starts or attaches; errors as the workspace's
+                return await self._for(found).call(spec.name, arguments)
 
         return Tool.from_schema(run, spec.name, spec.description, spec.schema(), takes_ctx=True)
 
