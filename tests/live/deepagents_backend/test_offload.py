@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 from deepagents.backends.sandbox import BaseSandbox
 
-from deepagents_opensandbox_backend import OpenSandboxBackend
-from opensandbox_core import run_blocking
+from deepagents_opensandbox_backend import DEFAULT_IMAGE, OpenSandboxBackend
+from opensandbox_core import SandboxSpec, run_blocking
 
 ROOT = "/workspace/offload"
 
@@ -38,7 +38,9 @@ CASES = [
 def offload_backend(
     request: pytest.FixtureRequest, testbed_env: dict[str, str]
 ) -> Iterator[OpenSandboxBackend]:
-    with OpenSandboxBackend.create(env={"OSB_EXECD_PROFILE": request.param}) as backend:
+    # The profile is the container's environment (`env` is every command's, not the daemon's).
+    spec = SandboxSpec(image=DEFAULT_IMAGE, container_env={"OSB_EXECD_PROFILE": request.param})
+    with OpenSandboxBackend.create(spec=spec) as backend:
         yield backend
 
 
