@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench import _cases, _output_cost
+from bench import _cases, _output_cost, _terminal
 from bench._machine import machine_info
 from bench._report import markdown, targets
 
@@ -30,12 +30,16 @@ SECTIONS = (
     "deepagents_tools",
     "generations",
     "output_cost",
+    "terminal",
 )
 
 
 def _section(name: str) -> Any:
     """The coroutine function that runs the section `name`."""
-    return getattr(_output_cost, name, None) or getattr(_cases, name)
+    for module in (_output_cost, _terminal):
+        if hasattr(module, name):
+            return getattr(module, name)
+    return getattr(_cases, name)
 
 
 def _load_env() -> None:

@@ -127,6 +127,17 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                     f"worst client: {worst[0]}; "
                     + ", ".join(f"{n} {_x(r)}" for n, r in case["ratio_to_baseline"].items()),
                 )
+    term = results.get("terminal")
+    if term and "ratio_to_raw" in term:
+        value = term["ratio_to_raw"]
+        add(
+            "keystroke round trip, core Terminal vs raw websockets",
+            "<= 1.5x",
+            _x(value),
+            value is not None and not math.isnan(value) and value <= 1.5,
+            "one byte written, its echo read (`cat` in raw mode), same execd terminal; "
+            + ", ".join(f"{n} {_cell(s)} ms" for n, s in term["stats"].items()),
+        )
     gen = results.get("generations", {}).get("cases", {}).get("true")
     if gen:
         legacy = gen["ratio_to_1.1"].get("1.0.19")

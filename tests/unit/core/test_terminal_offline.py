@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 import weakref
 from collections.abc import AsyncIterator, Callable
@@ -220,12 +221,12 @@ async def test_keep_alive_against_the_silence_rule(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keepalive: float
 ) -> None:
     monkeypatch.setattr(_link, "KEEPALIVE", keepalive)
-    async with fake_env(tmp_path, silence=0.6) as env, await env.open() as term:
-        await asyncio.sleep(1.5)
+    async with fake_env(tmp_path, silence=1.5) as env, await env.open() as term:
+        await asyncio.sleep(3.5)
         await term.write("echo still-$((1+1))\r")
         await term.expect("still-2")
         # Kept alive: one connection; without keep-alive the daemon dropped it (every
-        # second), and the terminal was reached again each time.
+        # 1.5 s), and the terminal was reached again each time.
         if keepalive < 1:
             assert env.fake.connections == 1
         else:
@@ -405,8 +406,15 @@ async def test_bad_arguments_are_refused_before_any_request(env: Env) -> None:
             await term.read(-1)
 
 
-async def test_letting_go_detaches_and_secrets_are_never_shown(env: Env) -> None:
+async def test_letting_go_detaches_and_secrets_are_never_shown(
+    env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)  # websockets' DEBUG records would print the headers
     term = await env.open()
+    await term.write("echo logged-$((1+1))\r")
+    await term.expect("logged-2")
+    ours = [r for r in caplog.records if r.name != "websockets.server"]  # not the fake's log
+    assert ours and not [r for r in ours if TOKEN in r.getMessage()]
     shown = [
         repr(term),
         repr(term._keeper.target),

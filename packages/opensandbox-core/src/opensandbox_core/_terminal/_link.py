@@ -69,6 +69,17 @@ class Target:
         return cls(url, dict(endpoint.headers), secure)
 
 
+class _NoHandshakeLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """websockets' log for terminal connections without its DEBUG records: they print the
+    handshake's headers, which hold execd's access token and the server's API key."""
+
+    def isEnabledFor(self, level: int) -> bool:
+        return level > logging.DEBUG and self.logger.isEnabledFor(level)
+
+
+_WIRE_LOG = _NoHandshakeLog(logging.getLogger("websockets.client"), {})
+
+
 class Refused(Exception):
     """The daemon (or a proxy) answered the upgrade with an HTTP error (404, 409, 401, ...).
 
@@ -130,6 +141,7 @@ class Link:
                 close_timeout=_CLOSE_TIMEOUT,
                 max_size=_MAX_MESSAGE,
                 user_agent_header=None,
+                logger=_WIRE_LOG,
             )
         except InvalidStatus as exc:
             response = exc.response

@@ -144,6 +144,8 @@ class OutputFilter:
     def feed(self, data: bytes) -> bytes:
         if self.ended:
             return b""
+        if not self.in_setup and not self._held and b"\x1b" not in data:
+            return data  # no mark can start here: most output, at once
         self._held += data
         if self.in_setup:
             at = self._held.find(self._ready)
