@@ -117,6 +117,14 @@ async def test_terminal_tools_reach_a_terminal_again_without_repeating_output(
     assert state(later) == "running; 'meanwhile-10' appeared"
     assert output(later).startswith("meanwhile-10\n"), later  # printed while detached, once
 
+    # The session lets go of its terminals when it closes (a backend's close()): the next call
+    # reaches the terminal again, with nothing repeated.
+    await tools.send(tid, "echo before-close<Enter>", wait_for="before-close")
+    await session.aclose()
+    after = await tools.send(tid, "echo after-close<Enter>", wait_for="after-close")
+    assert state(after) == "running; 'after-close' appeared", after
+    assert "echo before-close" not in after and "meanwhile" not in after
+
     # Another process's tools (no memory of this terminal) reach it by id, with what the
     # sandbox kept of it, and say so.
     await tools.detach_all()
@@ -131,8 +139,9 @@ async def test_terminal_tools_reach_a_terminal_again_without_repeating_output(
     async with AsyncSandboxSession(sandbox_id=session.id) as later_run:
         tools.rebind(later_run)
         third = await tools.send(tid, "echo third-$((3+3))<Enter>", wait_for="third-6")
-        assert output(third).startswith("echo third"), third
-        assert "first" not in third and "meanwhile" not in third
+        # Only what came after the last result: at most the prompt that followed it, then this.
+        assert output(third).removeprefix("bash-5.2# ").startswith("echo third"), third
+        assert not any(old in third for old in ("first", "meanwhile", "close"))
         await tools.close(tid)
 
 

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import pytest
-from _terminal_agent import WORKDIR, TerminalAgent, check_results
+from _terminal_agent import WORKDIR, TerminalAgent, check_results, terminal_state
 from deepagents import create_deep_agent
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -22,6 +22,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from deepagents_opensandbox_backend import (
     NAMESPACE_METADATA_KEY,
     OpenSandboxBackend,
+    TerminalMiddleware,
     ThreadSandboxBackend,
     terminal_tools,
 )
@@ -113,6 +114,63 @@ async def test_deep_agent_drives_terminals_async(backend: OpenSandboxBackend) ->
     result = await agent.ainvoke({"messages": "Greet Ada, compute 6*7 in Python, stop a sleep."})
     tid = check_results(_results(result["messages"]), script)
     _check_sandbox(backend, tid)
+
+
+class Steps:
+    """A script of fixed steps for one run; a callable step gets the tool results so far."""
+
+    def __init__(self, *steps: Any) -> None:
+        self.steps = steps
+
+    @staticmethod
+    def interrupts_next(results: list[str]) -> bool:
+        return False
+
+    def step(self, results: list[str]) -> Any:
+        step = self.steps[len(results)] if len(results) < len(self.steps) else "done"
+        return step(results) if callable(step) else step
+
+
+def _run(backend: OpenSandboxBackend, middleware: TerminalMiddleware, *steps: Any) -> list[str]:
+    model = StepModel(agent=Steps(*steps), sleeping=lambda: False)
+    agent = create_deep_agent(model=model, backend=backend, middleware=[middleware])
+    return _results(agent.invoke({"messages": "Use the terminal."})["messages"])
+
+
+def test_terminal_middleware_detaches_at_the_end_of_a_run_and_a_later_run_goes_on(
+    backend: OpenSandboxBackend,
+) -> None:
+    middleware = TerminalMiddleware(backend)
+    started, assigned = _run(
+        backend,
+        middleware,
+        ("terminal_start", {"command": "python3 -i", "wait_for": ">>> "}),
+        lambda r: (
+            "terminal_send",
+            {"terminal_id": terminal_state(r[0])[0], "keys": "x = 6*7\n", "wait_for": ">>> "},
+        ),
+        "Python is ready.",
+    )
+    tid = terminal_state(started)[0]
+    assert assigned.endswith("x = 6*7\n>>> ")
+    # The run is over: the REPL runs on (detached, not ended).
+    assert backend.execute("pgrep -f '[p]ython3 -i'").exit_code == 0
+    [asked] = _run(
+        backend,
+        middleware,
+        ("terminal_send", {"terminal_id": tid, "keys": "x<Enter>", "wait_for": ">>> "}),
+        "x is 42.",
+    )
+    assert asked.split("\n", 1)[1] == "x\n42\n>>> "  # nothing of the first run again
+
+    closing = TerminalMiddleware(backend, close_at_end=True)
+    [slept] = _run(
+        backend, closing, ("terminal_start", {"command": "sleep 600", "timeout": 1}), "Started."
+    )
+    assert terminal_state(slept)[1] == "running"
+    assert backend.execute("pgrep -x sleep").exit_code == 1  # ended with the run
+    _run(backend, middleware, ("terminal_close", {"terminal_id": tid}), "Closed.")
+    assert backend.execute("pgrep -f '[p]ython3 -i'").exit_code == 1
 
 
 @pytest.fixture

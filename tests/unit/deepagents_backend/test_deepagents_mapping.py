@@ -48,6 +48,7 @@ def test_public_names() -> None:
         "OpenSandboxBackend",
         "OpenSandboxProvider",
         "SandboxFiles",
+        "TerminalMiddleware",
         "ThreadSandboxBackend",
         "TimeTravelSandboxBackend",
         "__version__",
@@ -283,3 +284,7 @@ def test_terminal_tools_are_the_cores_four_tools_and_build_without_io() -> None:
         assert tool.args_schema == spec.schema()
     with pytest.raises(ValueError, match="max_output"):
         deepagents_opensandbox_backend.terminal_tools(backend, max_output=0)
+    middleware = deepagents_opensandbox_backend.TerminalMiddleware(backend)
+    assert [t.name for t in middleware.tools] == [spec.name for spec in TerminalTools.specs]
+    with pytest.raises(TypeError, match="close_at_end"):
+        deepagents_opensandbox_backend.TerminalMiddleware(backend, close_at_end="yes")  # type: ignore[arg-type]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from opensandbox_core import InsecureSandboxWarning
 
 from ._backend import DEFAULT_IMAGE, OpenSandboxBackend
-from ._terminal import terminal_tools
+from ._terminal import TerminalMiddleware, terminal_tools
 from ._threads import NAMESPACE_METADATA_KEY, THREAD_METADATA_KEY, ThreadSandboxBackend
 from ._timetravel import (
     FORK_OF_METADATA_KEY,
@@ -53,6 +53,7 @@ __all__ = [
     "OpenSandboxBackend",
     "OpenSandboxProvider",
     "SandboxFiles",
+    "TerminalMiddleware",
     "ThreadSandboxBackend",
     "TimeTravelSandboxBackend",
     "__version__",

@@ -1,64 +1,84 @@
-"""`terminal_tools(backend)`: interactive terminals for a deep agent, as LangChain tools.
+"""Interactive terminals for a deep agent: `terminal_tools(backend)`, four LangChain tools, and
+`TerminalMiddleware(backend)`, the same tools that also let go of the run's terminals when the
+run ends.
 
-Deep Agents' backend protocol has no terminal, so these are tools of their own, given to
-`create_deep_agent(..., tools=terminal_tools(backend))`. They are opensandbox-core's
-`TerminalTools`: names, descriptions, argument schemas (JSON schemas, so `StructuredTool` takes
-them as they are) and results are the core's, the same as in the Pydantic AI package. The
-blocking functions run on opensandbox-core's portal loop (`run_blocking`), the async ones on the
-caller's; a terminal opened by one is reached by the other too.
+Deep Agents' backend protocol has no terminal, so these are tools of their own. They are
+opensandbox-core's `TerminalTools`: names, descriptions, argument schemas (JSON schemas, which
+`StructuredTool` takes as they are) and results are the core's, the same as in the Pydantic AI
+package. The blocking functions run on opensandbox-core's portal loop (`run_blocking`), the async
+ones on the caller's; a terminal opened by one is reached by the other too.
 
-Verified on 2026-12-03 with deepagents 0.7.32 and langchain-core 1.8.3
+Verified on 2026-12-03 with deepagents 0.7.32, langchain 1.5.2 and langchain-core 1.8.3
 (`tests/live/deepagents_backend/test_deepagents_terminal.py`).
 """
 
 from __future__ import annotations
 
 import threading
-import weakref
 from typing import Any
 
+from langchain.agents.middleware import AgentMiddleware
 from langchain_core.tools import BaseTool, StructuredTool
 
-from opensandbox_core import AsyncSandboxSession, TerminalTools, TerminalToolSpec, run_blocking
+from opensandbox_core import TerminalTools, TerminalToolSpec, run_blocking
 from opensandbox_core import validation as _validate
 
 from ._backend import OpenSandboxBackend
 from ._threads import ThreadSandboxBackend
 
-__all__ = ["terminal_tools"]
+__all__ = ["TerminalMiddleware", "terminal_tools"]
+
+Backend = OpenSandboxBackend | ThreadSandboxBackend
 
 
 class _Terminals:
-    """The `TerminalTools` of each sandbox session the tools reach (one per thread's sandbox)."""
+    """The `TerminalTools` of the backend's sandbox, or of each LangGraph thread's sandbox."""
 
-    def __init__(self, backend: OpenSandboxBackend | ThreadSandboxBackend, max_output: int):
+    def __init__(self, backend: Backend, max_output: object) -> None:
+        if not isinstance(backend, OpenSandboxBackend | ThreadSandboxBackend):
+            raise TypeError(
+                "The terminal tools need an OpenSandboxBackend or a ThreadSandboxBackend (not a "
+                f"{type(backend).__name__}): pass the sandbox backend itself, not a composite."
+            )
         self._backend = backend
-        self._max_output = max_output
+        self._max_output = _validate.positive_int(max_output, "max_output")
         self._lock = threading.Lock()
-        self._tools: weakref.WeakKeyDictionary[AsyncSandboxSession, TerminalTools] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._tools: dict[str, TerminalTools] = {}  # by thread id ("" without threads)
 
-    def _of(self, session: AsyncSandboxSession) -> TerminalTools:
+    def scope(self) -> str:
+        backend = self._backend
+        return backend.current_thread_id() if isinstance(backend, ThreadSandboxBackend) else ""
+
+    def _of(self, scope: str, backend: OpenSandboxBackend) -> TerminalTools:
         with self._lock:
-            tools = self._tools.get(session)
-            if tools is None:
-                tools = self._tools[session] = TerminalTools(session, max_output=self._max_output)
+            tools = self._tools.get(scope)
+            if tools is None or tools.session is not backend.session:  # a new thread sandbox
+                tools = TerminalTools(backend.session, max_output=self._max_output)
+                self._tools[scope] = tools
             return tools
 
     def run(self, name: str, **arguments: Any) -> str:
-        backend = self._backend
+        scope, backend = self.scope(), self._backend
         if isinstance(backend, ThreadSandboxBackend):
-            backend = backend.for_thread(backend.current_thread_id())
-        return run_blocking(self._of(backend.session).call(name, arguments))
+            backend = backend.for_thread(scope)
+        return run_blocking(self._of(scope, backend).call(name, arguments))
 
     async def arun(self, name: str, **arguments: Any) -> str:
-        backend = self._backend
+        scope, backend = self.scope(), self._backend
         if isinstance(backend, ThreadSandboxBackend):
-            backend = await backend.afor_thread(backend.current_thread_id())
-        return await self._of(backend.session).call(name, arguments)
+            backend = await backend.afor_thread(scope)
+        return await self._of(scope, backend).call(name, arguments)
 
-    def tool(self, spec: TerminalToolSpec) -> BaseTool:
+    async def let_go(self, scope: str, *, close: bool) -> None:
+        """Detach (or close) the terminals of a run's sandbox; no I/O if it opened none."""
+        tools = self._tools.get(scope)
+        if tools is not None:
+            await (tools.close_all() if close else tools.detach_all())
+
+    def tools(self) -> list[BaseTool]:
+        return [self._tool(spec) for spec in TerminalTools.specs]
+
+    def _tool(self, spec: TerminalToolSpec) -> BaseTool:
         def run(**arguments: Any) -> str:
             return self.run(spec.name, **arguments)
 
@@ -74,29 +94,49 @@ class _Terminals:
         )
 
 
-def terminal_tools(
-    backend: OpenSandboxBackend | ThreadSandboxBackend, *, max_output: int = 16 * 1024
-) -> list[BaseTool]:
+def terminal_tools(backend: Backend, *, max_output: int = 16 * 1024) -> list[BaseTool]:
     """Four tools that give a deep agent interactive terminals in the backend's sandbox.
 
     ```python
-    tools = terminal_tools(backend)
-    agent = create_deep_agent(model=..., backend=backend, tools=tools)
+    agent = create_deep_agent(model=..., backend=backend, tools=terminal_tools(backend))
     ```
 
     `terminal_start` opens a shell or runs a command and returns the terminal's id with its
     first output; `terminal_send` types keys (`<Enter>`, `<Ctrl-C>`, `<Up>`, ...) and returns
     what follows; `terminal_read` waits for more output; `terminal_close` ends it. Each waits
-    until the output goes quiet or a given text appears. With a `ThreadSandboxBackend` they
-    work in the current LangGraph thread's sandbox. Terminals keep running between runs (a
-    later run reaches them by id) until closed; closing the backend lets go of their
-    connections, deleting the sandbox ends them. `max_output`: bytes of output one result
-    holds at most (the last ones; it says how many it left out).
+    until the output goes quiet or a given text appears. With a `ThreadSandboxBackend` they work
+    in the current LangGraph thread's sandbox. The terminals stay connected after a run (a
+    later run reaches them by id) until closed or the backend is closed; `TerminalMiddleware`
+    lets go of them when each run ends. `max_output`: bytes of output one result holds at most
+    (the last ones; it says how many it left out).
     """
-    if not isinstance(backend, OpenSandboxBackend | ThreadSandboxBackend):
-        raise TypeError(
-            "terminal_tools needs an OpenSandboxBackend or a ThreadSandboxBackend (not a "
-            f"{type(backend).__name__}): pass the sandbox backend itself, not a composite."
-        )
-    terminals = _Terminals(backend, _validate.positive_int(max_output, "max_output"))
-    return [terminals.tool(spec) for spec in TerminalTools.specs]
+    return _Terminals(backend, max_output).tools()
+
+
+class TerminalMiddleware(AgentMiddleware):
+    """`terminal_tools(backend)` as agent middleware, which also lets go of the run's terminals
+    when the run ends: detached (they keep running; a later run reaches them by id), or ended
+    with `close_at_end=True`.
+
+    ```python
+    agent = create_deep_agent(model=..., backend=backend, middleware=[TerminalMiddleware(backend)])
+    ```
+    """
+
+    def __init__(
+        self, backend: Backend, *, close_at_end: bool = False, max_output: int = 16 * 1024
+    ) -> None:
+        super().__init__()
+        self._terminals = _Terminals(backend, max_output)
+        if not isinstance(close_at_end, bool):
+            raise TypeError(f"close_at_end must be a bool, got {close_at_end!r}.")
+        self._close = close_at_end
+        self.tools = self._terminals.tools()
+
+    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        run_blocking(self._terminals.let_go(self._terminals.scope(), close=self._close))
+        return None
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        await self._terminals.let_go(self._terminals.scope(), close=self._close)
+        return None

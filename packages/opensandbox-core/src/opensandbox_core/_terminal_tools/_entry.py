@@ -19,7 +19,7 @@ from opensandbox_core._terminal._handle import Terminal
 
 from ._output import OutputText
 
-__all__ = ["Collected", "Entry", "collect", "echo_of"]
+__all__ = ["Collected", "Entry", "collect", "echo_of", "still_held"]
 
 _TAIL: Final = 256
 """Bytes of the output given last that an entry keeps, to find its place in a replay."""
@@ -81,7 +81,7 @@ class Collected:
     outcome: Outcome
 
 
-async def _still_held(terminal: Terminal) -> bool:
+async def still_held(terminal: Terminal) -> bool:
     """Whether the handle still follows a running process (no I/O): False once it was let go
     or its process ended; raises what the handle lost it to (taken over, connection lost)."""
     try:
@@ -158,5 +158,5 @@ async def collect(
             return Collected(got, "exited")
         if loop.time() >= end:
             return Collected(got, "quiet" if pattern is None else "missed")
-        if not await _still_held(terminal):  # read returned early with nothing: why?
+        if not await still_held(terminal):  # read returned early with nothing: why?
             return Collected(got, "exited" if terminal.exit_code is not None else "let-go")

@@ -37,7 +37,7 @@ from opensandbox_core._errors import (
 from opensandbox_core._session import AsyncSandboxSession
 from opensandbox_core._terminal._handle import Terminal
 
-from ._entry import Collected, Entry, collect, echo_of
+from ._entry import Collected, Entry, collect, echo_of, still_held
 from ._keys import keystrokes
 from ._output import OutputText
 from ._specs import DEFAULT_WAIT, MAX_WAIT, SPECS, TerminalToolSpec
@@ -308,8 +308,11 @@ class TerminalTools:
         """The entry and a usable handle on this loop (reaching the terminal again if needed)."""
         here = asyncio.get_running_loop()
         entry = self._entries.get(terminal_id)
-        if entry is not None and entry.terminal is not None and entry.loop is here:
-            return entry, entry.terminal
+        if entry is not None and entry.loop is here and entry.terminal is not None:
+            held = entry.terminal
+            # A handle its session let go of (`aclose()`, a backend's close) is reached again.
+            if held.exit_code is not None or await still_held(held):
+                return entry, held
         terminal = await self._session.attach_terminal(terminal_id)
         if entry is None:
             entry = self._entries.setdefault(
