@@ -4,18 +4,20 @@ literal string, found in the sandbox by one argv command.
 The command is a fixed POSIX `sh` script; the pattern, the path, the glob and the excluded
 directory names are its arguments, never part of a command line, so no shell ever reads them
 (`it's`, `$(touch x)`, `` `id` ``, `-e`, `a\\b` are text to find). It needs only `sh`, `find`,
-`grep -F -f`, `grep -z`, `xargs -0 -r`, `cat`, `printf` and `rm`, which busybox has, like GNU:
+`grep -F` and `base64 -w 0`, which busybox has, like GNU:
 
-1. the patterns go to a file (`grep -F -f`: each line a literal; any one matches);
-2. `find` walks the path (`cd` into it; a path that is a file, or a symlink to one, is itself
-   the list) and prints each regular file NUL-terminated, depth first in directory order (the
-   order `grep -r` reads them), skipping symlinks, special files and directories named in
-   `exclude_dirs` below the path (`/proc`, `/sys` and `/dev` too when the path is `/`), and
-   keeping only base names matching a `glob` without `/` (`find -name`);
-3. the list is printed, then `xargs -0` feeds it to `grep -H -n -F`, whose `name:line:text`
-   records are read against the list: names are known exactly, so `:` and line breaks in them
-   cannot mislead. A name in which `:<digits>` ends or is followed by `:` could read as another
-   name's record; such files are left out of step 3 and searched one `grep -n` each.
+1. `find` walks the path (`cd` into it; a path that is a file, or a symlink to one, is searched
+   by itself) depth first in directory order (the order `grep -r` reads files), printing each
+   regular file NUL-terminated: symlinks, special files and directories named in
+   `exclude_dirs` below the path (`/proc`, `/sys` and `/dev` too when the path is `/`) are
+   skipped, and a `glob` without `/` keeps base names it matches (`find -name`);
+2. the same walk runs `grep -H -n -F -e PATTERN... -- FILES +` on those files, and the
+   `name:line:text` records are read against the list of step 1: names are known exactly, so
+   `:` and line breaks in them cannot mislead. A path in which `:` precedes a digit could read
+   as another name's record (`a:12:x` beside `a`): such files are left out of step 2 and
+   searched one by one in a second command (each file's `grep -n` records, then a `/` line);
+3. everything is printed as one base64 line (plain text, so line-framed execd needs no output
+   file read), after a first line giving the locale.
 
 A glob with `/` (or an `include` predicate) is matched here, against each path relative to the
 searched path, component by component (`**` alone spans any number of directories; `*`, `?`,
@@ -34,6 +36,8 @@ is decoded as any command output (invalid UTF-8 becomes U+FFFD), names too; line
 
 from __future__ import annotations
 
+import base64
+import binascii
 import fnmatch
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -42,6 +46,8 @@ from typing import TYPE_CHECKING, Final
 
 from opensandbox_core import _validate
 from opensandbox_core._errors import ServerError, os_error
+from opensandbox_core._types import CommandResult
+from opensandbox_core._wire._framing import decode_output
 
 from . import _fallback
 
@@ -51,35 +57,40 @@ if TYPE_CHECKING:
 __all__ = ["GrepMatch", "GrepResult", "grep"]
 
 _SCRIPT: Final = r"""
-root=$1 glob=$2 n=$3; shift 3
-t="${TMPDIR:-/tmp}/.osb-grep-$$"
-: > "$t.p" || exit 5
-while [ "$n" -gt 0 ]; do printf '%s\n' "$1" >> "$t.p"; shift; n=$((n-1)); done
-m=$#; while [ "$m" -gt 0 ]; do set -- "$@" -name "$1" -prune -o; shift; m=$((m-1)); done
+root=$1 glob=$2 n=$3 m=$4; shift 4
+i=0; while [ "$i" -lt "$m" ]; do set -- "$@" -name "$1" -prune -o; shift; i=$((i+1)); done
 if [ -d "$root" ]; then
   cd -- "$root" || exit 4
-  if [ "$PWD" = / ]; then
-    set -- \( -path ./proc -o -path ./sys -o -path ./dev \) -prune -o "$@"
-  fi
-  if [ -n "$glob" ]; then set -- "$@" -type f -name "$glob"; else set -- "$@" -type f; fi
-  find . "$@" -print0 > "$t.l"
+  if [ "$PWD" = / ]; then set -- "$@" \( -path ./proc -o -path ./sys -o -path ./dev \) -prune -o; fi
+  set -- "$@" -type f; if [ -n "$glob" ]; then set -- "$@" -name "$glob"; fi
+  k=$(($# - n)); set -- "$@" ! -path '*:[0-9]*' -exec grep -H -n -F
+  i=0; while [ "$i" -lt "$n" ]; do set -- "$@" -e "$1"; shift; i=$((i+1)); done
+  walk() { c=$1; shift; i=0; for a; do shift; if [ "$i" -lt "$c" ]; then set -- "$@" "$a"; fi; i=$((i+1)); done; find . "$@" -print0; }
+  { echo "d ${LC_ALL:-${LC_CTYPE:-${LANG-}}}"; walk "$k" "$@"; printf '\0'; find . "$@" -- {} +; } | base64 -w 0
 elif [ -f "$root" ]; then
-  if [ -n "$glob" ]; then
-    find "$root" -maxdepth 0 \( -path "$glob" -o -path "*/$glob" \) -print0 > "$t.l"
-  else
-    printf '%s\0' "$root" > "$t.l"
+  i=0; while [ "$i" -lt "$n" ]; do set -- "$@" -e "$1"; shift; i=$((i+1)); done
+  shift $((4 * m))
+  if [ -n "$glob" ] && [ -z "$(find "$root" -maxdepth 0 \( -path "$glob" -o -path "*/$glob" \) -print)" ]; then
+    skip=1
   fi
+  { echo "f ${LC_ALL:-${LC_CTYPE:-${LANG-}}}"; printf '%s\0\0' "${skip:+-}"; [ -n "${skip-}" ] || grep -n -F "$@" -- "$root"; } | base64 -w 0
 elif [ -e "$root" ] || [ -L "$root" ]; then
-  : > "$t.l"
+  echo "e ${LC_ALL:-${LC_CTYPE:-${LANG-}}}" | base64 -w 0
 else
-  echo "grep: $root: No such file or directory" >&2; rm -f -- "$t.p" "$t.l"; exit 3
+  echo "grep: $root: No such file or directory" >&2; exit 3
 fi
-printf '%s\n' "${LC_ALL:-${LC_CTYPE:-${LANG-}}}"; cat "$t.l"; printf '\0'
-LC_ALL=C grep -z -v -e ':[0-9][0-9]*:' -e ':[0-9][0-9]*$' < "$t.l" |
-  xargs -0 -r grep -H -n -F -f "$t.p" --
-rm -f -- "$t.p" "$t.l"
+echo
 """
-_RISKY: Final = re.compile(r":[0-9]+(:|$)")
+_EACH: Final = r"""
+t="${TMPDIR:-/tmp}/.osb-grep-$$"; n=$1; shift
+: > "$t" || exit 5
+while [ "$n" -gt 0 ]; do printf '%s\n' "$1" >> "$t"; shift; n=$((n-1)); done
+{ for f; do grep -n -F -f "$t" -- "$f"; echo /; done; } | base64 -w 0; echo
+rm -f -- "$t"
+"""
+_RISKY: Final = re.compile(r":[0-9]")
+"""Names grep -H could print ambiguously (`a:12:x` beside `a`), and more: the script's
+`-path '*:[0-9]*'`. Their files are searched one by one (`_EACH`)."""
 _RECORD_HEAD: Final = re.compile(r"([0-9]+):")
 
 
@@ -164,64 +175,100 @@ async def grep(
     excluded = _validate.grep_filters(glob, exclude_dirs, max_matches)
     by_name = glob if glob is not None and "/" not in glob else None
     by_path = include or (path_glob(glob) if glob is not None and by_name is None else None)
-    argv = ["sh", "-c", _SCRIPT, "grep", root, by_name or "", str(len(patterns))]
+    counts = [str(len(patterns)), str(len(excluded))]
+    argv = ["sh", "-c", _SCRIPT, "grep", root, by_name or "", *counts, *excluded, *patterns]
     result = await commands.run(
-        [*argv, *patterns, *excluded],
+        argv,
         cwd=None,
         env=env,
         timeout=timeout,
         on_output=None,
         max_output=None,
-        plain_lines=False,
+        plain_lines=True,  # one base64 line: no output file to read on line-framed execd
     )
     if result.exit_code != 0:
         raise os_error(_fallback.error_text(result.stderr), root, "could not search the path")
+    head, _, out = _decoded(result, root).partition("\n")
+    mode, _, locale = head.partition(" ")
+    utf8 = "utf-8" in locale.lower().replace("utf8", "utf-8")
+    if mode == "e":  # a special file: nothing to search
+        return GrepResult([], truncated=False, files=0)
+    listed, sep, rest = out.partition("\0\0")
+    if mode == "d" and out.startswith("\0"):
+        listed, sep, rest = "", "\0", out[1:]
+    if not sep:
+        raise ServerError(f"grep in the sandbox printed no file list: {result.stdout[-200:]!r}")
+    if mode == "f":  # the path is a file: its lines, without a name
+        if listed == "-":
+            return GrepResult([], truncated=False, files=0)
+        found = {root: _numbered(rest)}
+        return _collect(root, [root], found, None, max_matches, utf8=utf8)
+    names = listed.split("\0") if listed else []
+    safe = [n for n in names if not _RISKY.search(n)]
+    found = {}
+    for name, line, text in _records(rest, safe, max(map(len, safe), default=0)):
+        found.setdefault(name, []).append((line, text))
+    risky = [n for n in names if _RISKY.search(n)]
+    if risky:
+        found.update(await _each(commands, root, risky, patterns, env, timeout))
+    return _collect(root, names, found, by_path, max_matches, utf8=utf8)
+
+
+def _decoded(result: CommandResult, root: str) -> str:
+    """The script's base64 line, decoded as any command output (invalid UTF-8 as U+FFFD)."""
     if result.truncated:
         raise ServerError(
             f"grep under {root} found more than the session's output cap holds (files listed "
             "and lines found): search a narrower path or a longer pattern.",
             retryable=False,
         )
-    locale, _, out = result.stdout.partition("\n")
-    listed, sep, rest = out.partition("\0\0")
-    if out.startswith("\0"):
-        listed, rest = "", out[1:]
-    elif not sep:
-        raise ServerError(f"grep in the sandbox printed no file list: {result.stdout[-200:]!r}")
-    names = listed.split("\0") if listed else []
-    safe = [n for n in names if not _RISKY.search(n)]
-    found: dict[str, list[tuple[int, str]]] = {}
-    for name, line, text in _records(rest, safe, max(map(len, safe), default=0)):
-        found.setdefault(name, []).append((line, text))
-    for name in names:
-        if name not in found and _RISKY.search(name):
-            found[name] = await _one_file(commands, root, name, patterns, env, timeout)
-    utf8 = "utf-8" in locale.lower().replace("utf8", "utf-8")
-    return _collect(root, names, found, by_path, max_matches, utf8=utf8)
+    try:
+        return decode_output(base64.b64decode(result.stdout, validate=False))
+    except (binascii.Error, ValueError):
+        raise ServerError(f"grep in the sandbox printed {result.stdout[-200:]!r}") from None
 
 
-async def _one_file(
+def _numbered(lines: str) -> list[tuple[int, str]]:
+    """(line, text) of `grep -n` records (one a line: a line never holds a line break)."""
+    records = lines[:-1].split("\n") if lines.endswith("\n") else []
+    return [(int(n), text) for n, _, text in (r.partition(":") for r in records)]
+
+
+async def _each(
     commands: Commands,
     root: str,
-    name: str,
+    names: list[str],
     patterns: list[str],
     env: Mapping[str, str] | None,
     timeout: float | None,
-) -> list[tuple[int, str]]:
-    """The matching lines of one file, by its own `grep -n` (no names in its output)."""
-    options = [arg for p in patterns for arg in ("-e", p)]
-    where = None if name == root else root
-    result = await commands.run(
-        ["grep", "-n", "-F", *options, "--", name],
-        cwd=where,
-        env=env,
-        timeout=timeout,
-        on_output=None,
-        max_output=None,
-        plain_lines=False,
-    )
-    lines = result.stdout[:-1].split("\n") if result.stdout.endswith("\n") else []
-    return [(int(n), text) for n, _, text in (line.partition(":") for line in lines)]
+) -> dict[str, list[tuple[int, str]]]:
+    """The matching lines of each of these files, by a `grep -n` each (no names in the
+    output: each file's records end at a `/` line), in one command per 500 files."""
+    found: dict[str, list[tuple[int, str]]] = {}
+    for start in range(0, len(names), 500):
+        batch = names[start : start + 500]
+        result = await commands.run(
+            ["sh", "-c", _EACH, "grep", str(len(patterns)), *patterns, *batch],
+            cwd=root,
+            env=env,
+            timeout=timeout,
+            on_output=None,
+            max_output=None,
+            plain_lines=True,
+        )
+        if result.exit_code != 0:
+            raise os_error(_fallback.error_text(result.stderr), root, "could not search a file")
+        blocks: list[list[tuple[int, str]]] = [[]]
+        for line in _decoded(result, root).split("\n")[:-1]:
+            if line == "/":  # a record starts with its line number, never with `/`
+                blocks.append([])
+            else:
+                number, _, text = line.partition(":")
+                blocks[-1].append((int(number), text))
+        if len(blocks) != len(batch) + 1:
+            raise ServerError(f"grep in the sandbox printed {result.stdout[-200:]!r}")
+        found.update(zip(batch, blocks, strict=False))
+    return found
 
 
 def _collect(
