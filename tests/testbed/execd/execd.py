@@ -136,6 +136,8 @@ daemon's bug, by ``OSB_EXECD_PTY_EXIT_LOSS``: ``race`` (default: the exit is han
 and output still on its way is dropped, from the client and the replay buffer alike; about one
 exit in three here), ``always`` (output is held ``OSB_EXECD_PTY_EXIT_LOSS_MS``, 50 ms, before
 it is passed on, and what is held at the exit is dropped: deterministic), ``never``.
+``/proxy/<port>`` relays an upgrade (a WebSocket: the sandbox's endpoints on the testbed reach
+execd's own port through it) as Go's ReverseProxy does: the backend's 101, then bytes both ways.
 *Modelled*: the idle rule ends TCP without a close frame; origins are not checked; no read size
 limit; a write to a gone client forwards SIGPIPE as the command routes do.
 
@@ -3338,6 +3340,9 @@ class Handler(BaseHTTPRequestHandler):
             self.send_text(400, "port is required\n")
             return
         target = "/" + sub + (("?" + raw_query) if raw_query else "")
+        if is_upgrade(self) and port.isdigit():  # PTY hook: WebSocket upgrades relayed
+            proxy_upgrade(self, int(port), target)
+            return
         reader = BodyReader(self.rfile, self.headers)
         has_body = "Content-Length" in self.headers or reader.chunked
         body = self.read_body() if has_body else None
@@ -3577,9 +3582,21 @@ import socket  # noqa: E402
 import struct  # noqa: E402
 import termios  # noqa: E402
 
-PTY_PING_S = float(os.environ.get("OSB_EXECD_PTY_PING_S") or 30.0)
+
+def _pty_seconds(name: str, default: float) -> float:
+    """A positive number of seconds from env `name`; NaN when it is not one (refused at start
+    by :func:`pty_config_problem`)."""
+    text = os.environ.get(name, "").strip()
+    try:
+        value = float(text) if text else default
+    except ValueError:
+        return float("nan")
+    return value if value > 0 else float("nan")
+
+
+PTY_PING_S = _pty_seconds("OSB_EXECD_PTY_PING_S", 30.0)
 """The server pings each connection this often (WebSocket ping, empty payload)."""
-PTY_IDLE_S = float(os.environ.get("OSB_EXECD_PTY_IDLE_S") or 60.0)
+PTY_IDLE_S = _pty_seconds("OSB_EXECD_PTY_IDLE_S", 60.0)
 """A connection that sent no frame (pongs count) for this long is ended (TCP closed)."""
 PTY_EXIT_LOSS = os.environ.get("OSB_EXECD_PTY_EXIT_LOSS", "").strip() or "race"
 """What happens to the output a shell writes just before it exits: ``race`` (the real daemon's
@@ -3587,7 +3604,7 @@ bug: the exit is handled without waiting for the output still on its way, which 
 when it loses the race), ``always`` (output is held for PTY_EXIT_LOSS_MS before it is passed on,
 and what is held when the shell exits is dropped: the last moments' output never reaches a
 client nor the replay buffer) or ``never`` (every byte is read before `exit` is sent)."""
-PTY_EXIT_LOSS_MS = float(os.environ.get("OSB_EXECD_PTY_EXIT_LOSS_MS") or 50.0)
+PTY_EXIT_LOSS_MS = _pty_seconds("OSB_EXECD_PTY_EXIT_LOSS_MS", 50.0)
 PTY_REPLAY_MAX = 1 << 20  # the replay buffer keeps the last 1 MiB of output
 PTY_TAKEOVER = PROFILE in ("1.0.19", "1.1")  # v1.0.18 ignores ?takeover=1
 PTY_COMMAND = PROFILE in ("1.0.19", "1.1")  # v1.0.18 has no `command` field
@@ -3603,12 +3620,24 @@ WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 WS_CONT, WS_TEXT, WS_BINARY, WS_CLOSE, WS_PING, WS_PONG = 0, 1, 2, 8, 9, 10
 # close codes a peer may send (gorilla's isValidReceivedCloseCode)
 WS_VALID_CLOSE = {1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013}
-if PTY_EXIT_LOSS not in ("race", "always", "never"):
-    sys.stderr.write(
-        f"execd.py: OSB_EXECD_PTY_EXIT_LOSS={PTY_EXIT_LOSS!r} is not one of race, always, never; "
-        "using race\n"
-    )
-    PTY_EXIT_LOSS = "race"
+
+
+def pty_config_problem() -> str | None:
+    """Why the /pty settings from the environment cannot be used (the daemon refuses to start)."""
+    if PTY_EXIT_LOSS not in ("race", "always", "never"):
+        return (
+            f"OSB_EXECD_PTY_EXIT_LOSS={PTY_EXIT_LOSS!r} is not one of race, always, never "
+            "(leave it unset for race, as the real daemon)"
+        )
+    for name, value in (
+        ("OSB_EXECD_PTY_PING_S", PTY_PING_S),
+        ("OSB_EXECD_PTY_IDLE_S", PTY_IDLE_S),
+        ("OSB_EXECD_PTY_EXIT_LOSS_MS", PTY_EXIT_LOSS_MS),
+    ):
+        if value != value:  # NaN
+            return f"{name}={os.environ.get(name)!r} is not a positive number"
+    return None
+
 
 PTY_SESSIONS: dict[str, PtySession] = {}
 PTY_LOCK = threading.Lock()
@@ -3809,6 +3838,7 @@ class PtyRun:
         if pid == 0:  # pragma: no cover - the child, until exec
             try:
                 signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+                os.closerange(3, 65536)  # the daemon's sockets and other terminals
                 fcntl.ioctl(0, termios.TIOCSWINSZ, winsize)
                 if cwd:
                     os.chdir(cwd)
@@ -3854,8 +3884,8 @@ class PtyRun:
                     continue
                 try:
                     data = os.read(fd, 65536)
-                except OSError:  # EIO: the terminal's last holder closed it
-                    return
+                except OSError:  # EIO: no process holds the terminal open (now)
+                    data = b""
                 if not data:
                     return
                 if PTY_EXIT_LOSS == "always":
@@ -3864,6 +3894,10 @@ class PtyRun:
                 else:
                     self.session.output(self, channel, data)
         finally:
+            # closing a pty's master hangs its terminal up: a process between closing its last
+            # descriptor and exiting (coreutils `cat` closes 0, 1 and 2 itself) would die of
+            # SIGHUP. So the master is closed once the process has exited.
+            self.exited.wait()
             with contextlib.suppress(OSError):
                 os.close(fd)
 
@@ -4230,6 +4264,74 @@ def pty_route(method: str, path: str) -> Callable[[Handler, dict], None] | None:
     return None
 
 
+def is_upgrade(h: Handler) -> bool:
+    """A request to switch protocols (`Connection: upgrade` with an `Upgrade` header)."""
+    tokens = [
+        t.strip().lower() for v in h.headers.get_all("Connection") or [] for t in v.split(",")
+    ]
+    return "upgrade" in tokens and bool(h.headers.get("Upgrade"))
+
+
+def proxy_upgrade(h: Handler, port: int, target: str) -> None:
+    """`/proxy/<port>` for an upgrade (a WebSocket), as Go's httputil.ReverseProxy relays one:
+    the request goes on with `Connection: Upgrade`; a 101 whose `Upgrade` matches is written back
+    and bytes are copied both ways until either side ends, then both connections are closed;
+    any other answer is relayed as an ordinary response."""
+    kind = str(h.headers.get("Upgrade"))
+    lines = [f"{h.command} {target} HTTP/1.1", f"Host: 127.0.0.1:{port}"]
+    for k, v in h.headers.items():
+        if k.lower() not in HOP_HEADERS:
+            lines.append(f"{k}: {v}")
+    lines += ["Connection: Upgrade", f"Upgrade: {kind}"]
+    lines.append(f"X-Forwarded-For: {h.client_address[0]}")
+    try:
+        back = socket.create_connection(("127.0.0.1", port), timeout=30)
+        back.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = back.recv(65536)
+            if not chunk:
+                raise OSError("the backend closed the connection")
+            head += chunk
+    except (OSError, UnicodeEncodeError):
+        h.send_text(502, "Bad Gateway\n")
+        return
+    head, _, early = head.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    got = {k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in header_lines)}
+    h.close_connection = True
+    if status_line.split(" ")[1:2] != ["101"] or got.get("upgrade", "").lower() != kind.lower():
+        # an ordinary answer (the daemon's own have a Content-Length), relayed as it came
+        want = int(got.get("content-length", "0") or 0)
+        with contextlib.suppress(OSError):
+            while len(early) < want and (chunk := back.recv(65536)):
+                early += chunk
+            h.connection.sendall(head + b"\r\n\r\n" + early[:want])
+        back.close()
+        return
+    h.log_request(101)
+    h.connection.sendall(head + b"\r\n\r\n" + early)
+    back.settimeout(None)
+
+    def to_backend() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while data := h.rfile.read1(65536):
+                back.sendall(data)
+        with contextlib.suppress(OSError):
+            back.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            h.connection.shutdown(socket.SHUT_RDWR)
+
+    threading.Thread(target=to_backend, daemon=True).start()
+    with contextlib.suppress(OSError):
+        while data := back.recv(65536):
+            h.connection.sendall(data)
+    for sock in (h.connection, back):
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+    back.close()
+
+
 # ==== PTY END ====
 
 
@@ -4280,6 +4382,10 @@ def main(argv: list[str]) -> int:
             f"execd.py: unknown OSB_EXECD_PROFILE {PROFILE!r}; "
             f"set it to one of {', '.join(PROFILES)} (or leave it unset for 1.0.19).\n"
         )
+        return 2
+    problem = pty_config_problem()  # PTY hook
+    if problem:
+        sys.stderr.write(f"execd.py: {problem}.\n")
         return 2
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     # hand the GIL over sooner (default 5 ms): a background command is registered within a few
