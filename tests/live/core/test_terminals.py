@@ -256,9 +256,12 @@ with SandboxSession.attach(sys.argv[1]) as session:  # attached: never destroyed
 
 
 @module_loop
-async def test_another_process_attaches_with_the_blocking_api(
-    sandbox_id: str, session: AsyncSandboxSession
-) -> None:
+async def test_another_process_attaches_with_the_blocking_api(sandbox_id: str) -> None:
+    async with attached(sandbox_id) as session:
+        await _from_another_process(sandbox_id, session)
+
+
+async def _from_another_process(sandbox_id: str, session: AsyncSandboxSession) -> None:
     term = await session.open_terminal()
     await term.write("echo parent-$((3*7))\r")
     await term.expect("parent-21")
@@ -350,13 +353,10 @@ async def knob_sandbox(image: str, **env: str) -> AsyncIterator[AsyncSandboxSess
 
 @module_loop
 @pytest.mark.testbed_daemon
-@pytest.mark.parametrize("proxy", [False, True], ids=["direct", "proxy"])
-async def test_exit_loss_always_loses_nothing_the_daemon_kept(
-    sandbox_image: str, proxy: bool
-) -> None:
+async def test_exit_loss_always_loses_nothing_the_daemon_kept(sandbox_image: str) -> None:
     async with knob_sandbox(sandbox_image, OSB_EXECD_PTY_EXIT_LOSS="always") as owner:
         sid = await owner.start()
-        async with attached(sid, proxy) as session:
+        async with attached(sid, proxy=True) as session:
             async with await session.open_terminal() as term:
                 await term.write("echo bye-$((1+1)); exit 3\r")
                 assert await term.wait(30) == 3
@@ -376,23 +376,24 @@ async def test_exit_loss_always_loses_nothing_the_daemon_kept(
 
 
 @module_loop
-@pytest.mark.testbed_daemon
-@pytest.mark.parametrize("keepalive", [1.0, 1000.0], ids=["kept-alive", "no-keepalive"])
+@pytest.mark.testbed_daemon  # the knobs are the testbed daemon's
+@pytest.mark.execd_profiles("1.0.19")  # the same client code on every profile: one run is enough
+@pytest.mark.parametrize("keepalive", [0.5, 1000.0], ids=["kept-alive", "no-keepalive"])
 async def test_the_silence_rule_never_ends_a_terminal(
     sandbox_image: str, monkeypatch: pytest.MonkeyPatch, keepalive: float
 ) -> None:
     monkeypatch.setattr(_link, "KEEPALIVE", keepalive)
-    env = {"OSB_EXECD_PTY_IDLE_S": "3", "OSB_EXECD_PTY_PING_S": "1000"}
+    env = {"OSB_EXECD_PTY_IDLE_S": "2", "OSB_EXECD_PTY_PING_S": "1000"}
     async with knob_sandbox(sandbox_image, **env) as owner:
         sid = await owner.start()
         async with attached(sid, proxy=True) as session, await session.open_terminal() as term:
             await term.write("echo idle-$((2+2))\r")
             await term.expect("idle-4")
             link = term._keeper.link
-            await asyncio.sleep(7)
+            await asyncio.sleep(4.5)
             await term.write("echo awake-$((3+3))\r")
             seen = await term.expect("awake-6")
             assert b"idle-4" not in seen.string  # nothing repeated by the replay
             # Kept alive, the connection stays; without keep-alive the daemon ended it and
             # the terminal was reached again with replay.
-            assert (term._keeper.link is link) == (keepalive < 3)
+            assert (term._keeper.link is link) == (keepalive < 2)

@@ -61,8 +61,7 @@ Commands, as recorded
 * HTTP as Go's net/http writes it: headers sorted, then Date and the server-added
   Content-Length/Transfer-Encoding, no Server header; gin's ``404 page not found``.
 * ``EXECD_ACCESS_TOKEN`` / ``--access-token``: every route requires header
-  ``X-EXECD-ACCESS-TOKEN`` (401 ``{"error": ...}``). ``/proxy/<port>/<path>`` reverse proxy (a
-  WebSocket upgrade is passed on and both directions copied, as Go's ReverseProxy does).
+  ``X-EXECD-ACCESS-TOKEN`` (401 ``{"error": ...}``). ``/proxy/<port>/<path>`` reverse proxy.
 * ``/metrics`` (CPU sampled over 1 s before the answer) and ``/metrics/watch`` (labelled
   text/event-stream, bare ``JSON\n`` lines every 2 s, the first after 2 s), from /proc.
 
@@ -3354,9 +3353,6 @@ class Handler(BaseHTTPRequestHandler):
         )
         headers["X-Forwarded-Proto"] = "http"
         headers.pop("X-Forwarded-Host", None)
-        if "websocket" in (self.headers.get("Upgrade") or "").lower():
-            self.proxy_upgrade(int(port), target, headers)
-            return
         try:
             conn = http.client.HTTPConnection("127.0.0.1", int(port), timeout=600)
             conn.request(method, target, body=body, headers=headers)
@@ -3378,37 +3374,6 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         self.wfile.write(b"0\r\n\r\n")
         conn.close()
-
-    def proxy_upgrade(self, port: int, target: str, headers: dict[str, str]) -> None:
-        """A WebSocket upgrade through ``/proxy`` (Go's ReverseProxy switches protocols): the
-        request goes on with its Upgrade headers, then both directions are copied until one
-        side closes (the answer, 101 or not, reaches the client as the target sent it)."""
-        try:
-            upstream = socket.create_connection(("127.0.0.1", port), timeout=10)
-        except OSError:
-            self.send_text(502, "Bad Gateway\n")
-            return
-        upstream.settimeout(None)
-        lines = [f"GET {target} HTTP/1.1", f"Host: 127.0.0.1:{port}"]
-        lines += ["Connection: Upgrade", "Upgrade: websocket"]
-        lines += [f"{k}: {v}" for k, v in headers.items()]
-        upstream.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-        client = self.connection
-        try:
-            while True:
-                ready, _, _ = select.select([client, upstream], [], [], 3600)
-                if not ready:
-                    break
-                for side in ready:
-                    data = side.recv(65536)
-                    if not data:
-                        return
-                    (upstream if side is client else client).sendall(data)
-        except OSError:
-            pass
-        finally:
-            upstream.close()
-            self.close_connection = True
 
 
 HOP_HEADERS = {

@@ -92,6 +92,7 @@ class FakePtyDaemon:
         self.sessions: dict[str, PtySession] = {}
         self.connections = 0
         self.takeovers = 0
+        self.status_calls = 0
         self.server: Server | None = None
         self.transport = httpx.MockTransport(self._rest)
         self.port = 0
@@ -129,6 +130,7 @@ class FakePtyDaemon:
         if session is None:
             return _not_found(parts[1] if len(parts) > 1 else "")
         if request.method == "GET":
+            self.status_calls += 1
             status = {"session_id": session.id, "running": session.running}
             return httpx.Response(200, json={**status, "output_offset": session.offset})
         self._kill(session)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import re
+import signal
 import weakref
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -214,6 +216,22 @@ async def test_a_dropped_connection_is_made_again_without_losing_or_repeating(en
         lines = re.findall(rb"\bn(\d+)\r\n", done.string)
         assert [int(n) for n in lines] == list(range(21, 301))  # n20 was consumed above
         assert env.fake.connections == 2
+
+
+async def test_a_process_that_ends_while_the_connection_is_down(env: Env) -> None:
+    term = await env.open()
+    await term.write("echo up-$((1+1))\r")
+    await term.expect("up-2")
+    process = env.fake.sessions[term.id].process
+    assert process is not None
+    os.killpg(process.pid, signal.SIGKILL)  # it dies (reaped: the daemon says so at once) ...
+    process.wait()
+    env.fake.drop(term.id)  # ... while the connection drops, before any exit frame
+    assert await term.wait(10) == -1
+    asked = env.fake.status_calls
+    await asyncio.sleep(0.5)
+    assert env.fake.status_calls == asked  # the end is taken once; nothing goes on asking
+    await term.close()
 
 
 @pytest.mark.parametrize("keepalive", [0.2, 100.0])

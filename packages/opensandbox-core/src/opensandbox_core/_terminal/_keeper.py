@@ -169,9 +169,8 @@ class Keeper:
                         f"Terminal {self.id} was taken over by another client (attach_terminal "
                         "elsewhere); this handle can no longer use it."
                     )
-                if link.reason == "closed":
+                if link.reason == "closed" or not await self._recover():
                     return
-                await self._recover()
             except OpenSandboxError as exc:
                 self._fail(exc)
                 return
@@ -238,8 +237,9 @@ class Keeper:
         offset = data.get("output_offset")
         return bool(data.get("running")), offset if isinstance(offset, int) else 0
 
-    async def _recover(self) -> None:
-        """After a drop: reconnect from the offset read, or take the end that came meanwhile."""
+    async def _recover(self) -> bool:
+        """After a drop: reconnect from the offset read (True), or take the end that came
+        meanwhile (False)."""
         deadline = time.monotonic() + RECONNECT_BUDGET
         delay = 0.05
         while True:
@@ -252,11 +252,11 @@ class Keeper:
                     if not self.filter.ended and kept > self.offset:
                         await self.fetch_rest(kept)
                     self.ended(self.filter.end_status)
-                    return
+                    return False
                 await self.connect(since=self.offset, takeover=True)
                 if self.filter.ended:  # the acknowledgement may have been lost with the drop
                     await self._acknowledge()
-                return
+                return True
             except Refused as exc:
                 if exc.status == 404:
                     raise not_found(self.id, self.life.sandbox_id) from None

@@ -121,11 +121,12 @@ async def _start(
 ) -> None:
     keeper = terminal._keeper
     link = await keeper.connect(since=None, takeover=False)
-    await link.send(_frames.resize_frame(width, height))
     loop = asyncio.get_running_loop()
     first = loop.time() + _FIRST_PROMPT
     while not keeper.filter.held and not link.ended.is_set() and loop.time() < first:
         await terminal._changed_within(first - loop.time())
+    # The size once the shell is up (a daemon may set its own when it starts the shell).
+    await link.send(_frames.resize_frame(width, height))
     await link.send(_frames.stdin_frame(line))
     while keeper.filter.in_setup and not link.ended.is_set():
         await terminal._changed_within(None)
