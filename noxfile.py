@@ -216,12 +216,18 @@ def deepagents_code(session: nox.Session) -> None:
     )
 
 
+def _range_ends(package_dir: str, dist: str) -> dict[str, str]:
+    """The requirement on `dist` at each end of the range `packages/<package_dir>` declares
+    (`dist>=LOW,<HIGH`): `dist==LOW`, and the range itself (pip takes its newest)."""
+    package = nox.project.load_toml(ROOT / "packages" / package_dir / "pyproject.toml")
+    spec = next(d for d in package["project"]["dependencies"] if d.startswith(dist + ">="))
+    lowest = spec.split(">=", 1)[1].split(",", 1)[0]
+    return {"lowest": f"{dist}=={lowest}", "highest": spec}
+
+
 def _deepagents_ends() -> dict[str, str]:
     """The deepagents requirement at each end of the range the Deep Agents package declares."""
-    package = nox.project.load_toml(ROOT / "packages/deepagents-opensandbox-backend/pyproject.toml")
-    spec = next(d for d in package["project"]["dependencies"] if d.startswith("deepagents"))
-    lowest = spec.split(">=", 1)[1].split(",", 1)[0]
-    return {"lowest": f"deepagents=={lowest}", "highest": spec}
+    return _range_ends("deepagents-opensandbox-backend", "deepagents")
 
 
 @nox.session(python=PYTHON)
@@ -256,10 +262,7 @@ def deepagents(session: nox.Session, end: str) -> None:
 
 def _pydantic_ai_ends() -> dict[str, str]:
     """The pydantic-ai-slim requirement at each end of the Pydantic AI package's range."""
-    package = nox.project.load_toml(ROOT / "packages/pydantic-ai-opensandbox/pyproject.toml")
-    spec = next(d for d in package["project"]["dependencies"] if d.startswith("pydantic-ai-slim"))
-    lowest = spec.split(">=", 1)[1].split(",", 1)[0]
-    return {"lowest": f"pydantic-ai-slim=={lowest}", "highest": spec}
+    return _range_ends("pydantic-ai-opensandbox", "pydantic-ai-slim")
 
 
 # pydantic-ai-harness (the `harness` extra, and `Shell`/`Coder` in some live tests) pins one
