@@ -17,6 +17,7 @@ import tarfile
 import time
 from pathlib import Path
 
+from testbed import _daemon
 from testbed._docker import apt_install, inspect
 from testbed._paths import CACHE_DIR, EXECD_DIR, IMAGES_DIR
 from testbed._proc import TestbedError, run, run_logged, say, step
@@ -65,17 +66,19 @@ def sandbox_hash() -> str:
     return _digest("sandbox", _LAYOUT, rootfs_hash(), entry)
 
 
-def _execd_sources() -> tuple[Path, Path]:
-    daemon, bootstrap = EXECD_DIR / "execd.py", EXECD_DIR / "bootstrap.sh"
-    missing = [str(p) for p in (daemon, bootstrap) if not p.is_file()]
+def _execd_sources() -> tuple[bytes, Path]:
+    """The daemon as the image's `/execd` (a zip application of its package, the same bytes for
+    the same sources) and `bootstrap.sh`."""
+    package, bootstrap = _daemon.package_dir(EXECD_DIR), EXECD_DIR / "bootstrap.sh"
+    missing = [str(p) for p in (package / "server.py", bootstrap) if not p.is_file()]
     if missing:
         raise TestbedError(f"execd build inputs missing: {', '.join(missing)}")
-    return daemon, bootstrap
+    return _daemon.zipapp_bytes(package), bootstrap
 
 
 def execd_hash() -> str:
     daemon, bootstrap = _execd_sources()
-    return _digest("execd", _LAYOUT, sandbox_hash(), daemon.read_bytes(), bootstrap.read_bytes())
+    return _digest("execd", _LAYOUT, sandbox_hash(), daemon, bootstrap.read_bytes())
 
 
 def apt_mirror() -> str:
@@ -311,12 +314,12 @@ def ensure_execd_image() -> str:
         raise TestbedError(f"{EXECD_TAG} exists and was not built by the testbed")
     old = image_id(EXECD_TAG)
     daemon, bootstrap = _execd_sources()
-    with step(f"building {EXECD_TAG} from {SANDBOX_TAG} + {daemon.name}, {bootstrap.name}..."):
+    with step(f"building {EXECD_TAG} from {SANDBOX_TAG} + the daemon, {bootstrap.name}..."):
         _layer(
             SANDBOX_TAG,
             EXECD_TAG,
             {
-                "/execd": (daemon.read_bytes(), 0o755),
+                "/execd": (daemon, 0o755),
                 "/bootstrap.sh": (bootstrap.read_bytes(), 0o755),
             },
             ['CMD ["tail", "-f", "/dev/null"]', *_label_changes("execd", want)],

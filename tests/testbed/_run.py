@@ -2,8 +2,8 @@
 
 The server is an extra `opensandbox-server` (see `_extra`) whose sandboxes run the execd
 generation profile `P` from an execd image rebuilt from the work tree when its sources changed, so
-that a change to `tests/testbed/execd/execd.py` can be tested without restarting the testbed's own
-server (which keeps the daemon it copied when it served its first sandbox). The command gets the
+that a change to the daemon (`tests/testbed/execd/daemon`) can be tested without restarting the
+testbed's own server (which keeps the daemon it copied when it served its first sandbox). The command gets the
 same environment as the testbed's `.testbed/env` gives, pointed at the extra server.
 """
 

@@ -1,4 +1,7 @@
-"""Tests for the project's execd stand-in (tests/testbed/execd/execd.py) against execd's API."""
+"""Tests for the project's execd stand-in (tests/testbed/execd/daemon) against execd's API.
+
+The daemon runs as the execd image carries it: the zip application `testbed._daemon` builds.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +22,17 @@ from pathlib import Path
 import httpx
 import pytest
 
-DAEMON = Path(__file__).resolve().parents[1] / "testbed" / "execd" / "execd.py"
+from testbed import _daemon
+
+PACKAGE = Path(__file__).resolve().parents[1] / "testbed" / "execd" / "daemon"
+
+
+def daemon_file(workdir: Path) -> Path:
+    """The daemon as one file (the execd image's `/execd`), built once per work directory."""
+    path = workdir / "execd.pyz"
+    if not path.exists():
+        _daemon.build(path, PACKAGE)
+    return path
 
 
 def _free_port() -> int:
@@ -46,7 +59,14 @@ class Daemon:
         env.update(extra_env or {})
         self.t0 = time.monotonic()
         self.proc = subprocess.Popen(
-            [sys.executable, str(DAEMON), "--host", "127.0.0.1", "--port", str(self.port)],
+            [
+                sys.executable,
+                str(daemon_file(workdir)),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+            ],
             cwd=workdir,
             env=env,
         )
@@ -382,7 +402,7 @@ def d19(workdir: Path) -> Iterator[Daemon]:
 def test_unknown_profile_is_refused_with_the_choices(workdir: Path) -> None:
     env = dict(os.environ, OSB_EXECD_PROFILE="2.0", EXECD_QUIET="1")
     proc = subprocess.run(
-        [sys.executable, str(DAEMON), "--port", str(_free_port())],
+        [sys.executable, str(daemon_file(workdir)), "--port", str(_free_port())],
         env=env,
         capture_output=True,
         text=True,
@@ -396,8 +416,8 @@ def test_unknown_profile_is_refused_with_the_choices(workdir: Path) -> None:
 def test_profile_default_is_1_0_19(workdir: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "OSB_EXECD_PROFILE"}
     out = subprocess.run(
-        [sys.executable, "-c", "import execd; print(execd.PROFILE, execd.FRAMING)"],
-        env=env | {"PYTHONPATH": str(DAEMON.parent)},
+        [sys.executable, "-c", "from daemon import config; print(config.PROFILE, config.FRAMING)"],
+        env=env | {"PYTHONPATH": str(PACKAGE.parent)},
         capture_output=True,
         text=True,
         timeout=20,

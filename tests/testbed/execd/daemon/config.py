@@ -1,0 +1,39 @@
+"""The daemon's knobs: its execd generation profile and the settings read from the environment.
+
+Read once at import from the environment; `server.main` may overwrite `ACCESS_TOKEN` and `GRACE`
+from its command line, so other modules read them as `config.NAME` at the time of use.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .goenc import go_duration
+
+DEFAULT_PORT = 44772
+# The execd generation this daemon behaves as (README.md, "Generation profiles"): env
+# OSB_EXECD_PROFILE; anything else is refused at start.
+PROFILES = ("1.0.19", "1.0.18", "1.1", "1.0.16")
+PROFILE = os.environ.get("OSB_EXECD_PROFILE", "").strip() or "1.0.19"
+# Output framing of command events: "lines" (v1.0.17+ as recorded: one event per line, the
+# terminator stripped, a blank line is "\n"), "lines-drop-blank" (the modelled v1.0.16 and
+# older: blank lines dropped) or "modern" (the modelled 1.1: events keep their line endings).
+FRAMING = {"1.1": "modern", "1.0.16": "lines-drop-blank"}.get(PROFILE, "lines")
+# A fault knob of the testbed only: keep-alive pings every 0.1 s during the hold after the last
+# event (the real daemon's ping goroutine can land there), so that a stream whose client left
+# early always gets written to again after the connection is gone (through a proxy too): EPIPE.
+TAIL_PING = os.environ.get("OSB_EXECD_TAIL_PING", "").strip() in ("1", "true", "yes")
+# v1.0.18 and older: no /directories/list, /files/info follows symlinks and has no "type", a
+# missing path is a 500 (the file handlers read this).
+LEGACY_FILE_API = PROFILE in ("1.0.18", "1.0.16")
+# Only the modelled 1.1 accepts "argv" (older daemons ignore the unknown field).
+ACCEPTS_ARGV = PROFILE == "1.1"
+# Every route requires this header with this value when it is set (--access-token too).
+ACCESS_TOKEN = os.environ.get("EXECD_ACCESS_TOKEN", "")
+TOKEN_HEADER = "X-EXECD-ACCESS-TOKEN"
+PING_INTERVAL = 3.0
+# Upstream's time per output event (encode, write, flush): the recorded `seq 1 20000` sends its
+# 20,000 events, read at exit, over ~217 ms.
+EVENT_WRITE_S = 10.8e-6
+# How long a finished command's stream is held open (--graceful-shutdown-timeout too).
+GRACE = go_duration(os.environ.get("EXECD_API_GRACE_SHUTDOWN", "1s"))
