@@ -10,7 +10,7 @@ import socketserver
 import sys
 from http.server import ThreadingHTTPServer
 
-from . import config
+from . import config, routes  # noqa: F401 - every route module is loaded before listening
 from .goenc import go_duration
 from .handler import Handler
 

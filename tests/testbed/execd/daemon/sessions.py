@@ -5,7 +5,8 @@ Each run is a fresh `bash --noprofile --norc /tmp/execd_bash_<n>.sh` (the script
 Output as upstream: stdout and stderr in one pipe, read line by line (bufio.Scanner: a
 trailing \\r stripped, blank lines dropped), every line a "stdout" event; no hold at the end. A
 timeout kills the shell only, and the 200 stream ends, once the pipe closes, with a bare
-`{"code":"RUNTIME_ERROR",...}`. Session ids are UUIDs.
+`{"code":"RUNTIME_ERROR",...}`; so does a run where bash cannot start (execd runs sessions with
+bash and has no fallback to sh, unlike commands). Session ids are UUIDs.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -21,7 +23,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from .events import EventStream, complete_event, error_event, init_event
-from .goenc import ApiError, exit_error, go_decode, go_json
+from .goenc import ApiError, exit_error, go_decode, go_json, path_error
 from .gojson import RUN_IN_SESSION_FIELDS, decode_go_request
 from .gopath import load_extra_env
 from .launch import tmp_dir
@@ -81,13 +83,17 @@ def run_session(h: Handler, q: dict, sid: str) -> None:
     started = time.monotonic()
     stream.send(init_event(sid))
     stream.start_pings()
-    proc = subprocess.Popen(
-        ["bash", "--noprofile", "--norc", path],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    try:
+        proc = subprocess.Popen(
+            ["bash", "--noprofile", "--norc", path],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as e:  # no bash (a busybox image): execd has no fallback to sh here
+        _end_with_error(stream, f"start bash: {_start_error(e)}")
+        return
     s["pid"] = proc.pid
     timeout = int(req.get("timeout") or 0)
     timer, timed_out = _kill_shell_at(proc, timeout)
@@ -97,16 +103,7 @@ def run_session(h: Handler, q: dict, sid: str) -> None:
         timer.cancel()
     s["pid"] = 0
     if timed_out.is_set():
-        # upstream answers the timeout with its JSON error inside the 200 stream, unframed
-        stream.send_raw(
-            go_json(
-                {
-                    "code": "RUNTIME_ERROR",
-                    "message": f"error running in session. timeout after {timeout}ms",
-                }
-            )
-        )
-        stream.finish()
+        _end_with_error(stream, f"timeout after {timeout}ms")
         return
     _finish_run(s, stream, started, env_lines, exit_code, pwd, proc.returncode)
 
@@ -119,6 +116,23 @@ def close_session(sid: str) -> None:
 
 
 # -- a run -------------------------------------------------------------------------------------
+
+
+def _end_with_error(stream: EventStream, error: str) -> None:
+    """execd's RespondError once the stream has begun: its JSON error inside the 200 stream,
+    unframed (a timeout, a shell that cannot start), and the stream ends."""
+    stream.send_raw(
+        go_json({"code": "RUNTIME_ERROR", "message": f"error running in session. {error}"})
+    )
+    stream.finish()
+
+
+def _start_error(err: OSError) -> str:
+    """Go's error text for an exec.Command("bash") that fails to start."""
+    found = shutil.which("bash")
+    if found is None:
+        return 'exec: "bash": executable file not found in $PATH'
+    return path_error("fork/exec", found, err)
 
 
 def sh_quote(v: str) -> str:
