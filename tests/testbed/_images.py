@@ -11,10 +11,12 @@ import hashlib
 import io
 import os
 import platform
+import re
 import shutil
 import subprocess
 import tarfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from testbed import _daemon
@@ -309,10 +311,11 @@ def _try_upstream_execd(tag: str) -> bool:
 def ensure_execd_image(*, pinned: bool = False) -> str:
     """The execd image: OSB_EXECD_IMAGE when present or pullable, else our own build.
 
-    Our own is tagged `EXECD_TAG` and also `EXECD_REPO:<input hash>`. `pinned` returns the
-    latter: a server that takes its daemon from it gets this work tree's daemon even when
-    another work tree moves `EXECD_TAG` to its own before the server's first sandbox (the
-    server copies `/execd` then), and a build that another work tree already made is reused.
+    Our own is `EXECD_TAG`, or with `pinned` an image of its own tagged `EXECD_REPO:<input
+    hash>`: a server that takes its daemon from that gets this work tree's daemon even when
+    another work tree re-tags `EXECD_TAG` with its own daemon before the server's first sandbox
+    (the server copies `/execd` then), and a build of the same inputs is reused. Pinned images
+    older than a day are removed.
     """
     upstream = os.environ.get("OSB_EXECD_IMAGE", "").strip()
     if upstream:
@@ -320,17 +323,34 @@ def ensure_execd_image(*, pinned: bool = False) -> str:
             return upstream
         say(f"falling back to the testbed's own execd image {EXECD_TAG}")
     want = execd_hash()
-    hash_tag = f"{EXECD_REPO}:{want}"
-    if pinned and is_current(hash_tag, want):
-        say(f"execd image up to date: {hash_tag}")
-        return hash_tag
-    if is_current(EXECD_TAG, want):
-        say(f"execd image up to date: {EXECD_TAG} ({want})")
-    else:
-        _build_execd_image(want)
-    if not is_current(hash_tag, want):
-        run(["docker", "tag", EXECD_TAG, hash_tag], timeout=60)
-    return hash_tag if pinned else EXECD_TAG
+    tag = f"{EXECD_REPO}:{want}" if pinned else EXECD_TAG
+    if is_current(tag, want):
+        say(f"execd image up to date: {tag} ({want})")
+        return tag
+    _build_execd_image(tag, want)
+    if pinned:
+        _prune_pinned(keep=tag)
+    return tag
+
+
+def _prune_pinned(keep: str, max_age_s: float = 86400.0) -> None:
+    listed = run(
+        ["docker", "images", "--filter", f"reference={EXECD_REPO}", "--format", "{{.Tag}}"],
+        check=False,
+        timeout=60,
+    ).stdout.split()
+    for name in listed:
+        tag = f"{EXECD_REPO}:{name}"
+        if tag == keep or not re.fullmatch(r"[0-9a-f]{16}", name):
+            continue
+        data = inspect("image", tag)
+        created = str(data[0].get("Created", "")) if data else ""
+        try:
+            when = datetime.fromisoformat(created[:26].rstrip("Z")).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+        if (datetime.now(UTC) - when).total_seconds() > max_age_s:
+            run(["docker", "rmi", tag], check=False, timeout=60)
 
 
 def is_testbed_execd(image: str | None) -> bool:
@@ -338,20 +358,20 @@ def is_testbed_execd(image: str | None) -> bool:
     return bool(image) and str(image).startswith(EXECD_REPO + ":")
 
 
-def _build_execd_image(want: str) -> None:
-    labels = image_labels(EXECD_TAG)
+def _build_execd_image(tag: str, want: str) -> None:
+    labels = image_labels(tag)
     if labels is not None and labels.get(LABEL) != "1":
-        raise TestbedError(f"{EXECD_TAG} exists and was not built by the testbed")
-    old = image_id(EXECD_TAG)
+        raise TestbedError(f"{tag} exists and was not built by the testbed")
+    old = image_id(tag)
     daemon, bootstrap = _execd_sources()
-    with step(f"building {EXECD_TAG} from {SANDBOX_TAG} + the daemon, {bootstrap.name}..."):
+    with step(f"building {tag} from {SANDBOX_TAG} + the daemon, {bootstrap.name}..."):
         _layer(
             SANDBOX_TAG,
-            EXECD_TAG,
+            tag,
             {
                 "/execd": (daemon, 0o755),
                 "/bootstrap.sh": (bootstrap.read_bytes(), 0o755),
             },
             ['CMD ["tail", "-f", "/dev/null"]', *label_changes("execd", want)],
         )
-    retire(old, EXECD_TAG)
+    retire(old, tag)
