@@ -15,6 +15,11 @@ Two markers say what a test needs of the sandboxes' execd (see docs/testbed.md):
   OSB_INTEGRATION_PROFILES), a test marked for named profiles runs once, in the run of its own
   profile (a test for a profile no run has, such as 1.0.16, in the first run): on the testbed's
   daemon its sandboxes pick their generation themselves, so the other runs would repeat it.
+
+A third, `daemon_neutral`, marks tests of what no execd generation changes: the server's API, the
+transport (TLS, proxies, a server restart, a stalled network), the doctor, secrets in logs,
+lifecycle and ownership rules, durable engines. When `nox -s integration` runs several profiles
+in turn, such a test runs in the first run only; a run of one profile runs it as usual.
 """
 
 from __future__ import annotations
@@ -141,6 +146,17 @@ def integration_profiles() -> list[str]:
     return [name for name in value.split(",") if name]
 
 
+def daemon_neutral_skip(*, profile: str, profiles_run: Sequence[str]) -> str | None:
+    """Why a `daemon_neutral` test is left to another run of a multi-profile integration
+    session (`profiles_run`, in order): it runs in the first one only (None: it runs)."""
+    if len(profiles_run) < 2 or profile == profiles_run[0]:
+        return None
+    return (
+        f"no execd generation changes what it tests: it runs in this session's first profile "
+        f"run ({profiles_run[0]})"
+    )
+
+
 def _checked_names(item: pytest.Item, marker: pytest.Mark) -> tuple[str, ...]:
     names = tuple(str(name) for name in marker.args)
     unknown = [name for name in names if name not in KNOWN_PROFILES]
@@ -167,6 +183,8 @@ def skip_reason(item: pytest.Item, *, execd_image: str | None, profile: str) -> 
             )
         if reason is not None:
             return reason
+    if item.get_closest_marker("daemon_neutral") is not None:
+        return daemon_neutral_skip(profile=profile, profiles_run=integration_profiles())
     return None
 
 

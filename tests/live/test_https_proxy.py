@@ -35,6 +35,9 @@ from opensandbox_core import (
     destroy_sandbox,
 )
 
+# No execd generation changes what these tests check (see tests/live/conftest.py).
+pytestmark = pytest.mark.daemon_neutral
+
 _HOP = {
     b"host",
     b"connection",

@@ -15,6 +15,9 @@ from _drivers import PACKAGES, open_driver
 
 from opensandbox_core import AsyncSandboxSession, Connection, SandboxSpec
 
+# No execd generation changes what these tests check (see tests/live/conftest.py).
+pytestmark = pytest.mark.daemon_neutral
+
 LOGGERS = ("", "httpx", "httpcore", "opensandbox", "opensandbox_core", "pydantic_ai", "deepagents")
 
 

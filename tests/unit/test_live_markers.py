@@ -180,3 +180,25 @@ def test_a_multi_profile_integration_run_repeats_no_self_profiled_test(
     assert "1.1 run" in str(skip(["1.1"], profile="1.0.19", profiles_run=runs))
     monkeypatch.setenv("OSB_INTEGRATION_PROFILES", "1.0.19,1.1")
     assert live.integration_profiles() == ["1.0.19", "1.1"]
+
+
+def test_a_daemon_neutral_test_runs_in_the_first_profile_run_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`daemon_neutral` tests (server API, transport, doctor, lifecycle rules) run once in a
+    multi-profile integration session, in its first run; a one-profile run runs them."""
+    monkeypatch.setenv("OSB_INTEGRATION_PROFILES", "1.0.19,1.0.18,1.1")
+    runs = []
+    for profile in ("1.0.19", "1.0.18", "1.1"):
+        neutral = StandInItem("neutral", pytest.mark.daemon_neutral)
+        plain = StandInItem("plain")
+        _collect(monkeypatch, OWN, profile, neutral, plain)
+        assert plain.skipped() is None
+        runs.append(neutral.skipped())
+    assert runs[0] is None
+    assert runs[1] == runs[2]
+    assert "runs in this session's first profile run (1.0.19)" in str(runs[1])
+    monkeypatch.setenv("OSB_INTEGRATION_PROFILES", "1.0.18")
+    alone = StandInItem("alone", pytest.mark.daemon_neutral)
+    _collect(monkeypatch, OWN, "1.0.18", alone)
+    assert alone.skipped() is None

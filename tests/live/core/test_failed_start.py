@@ -13,6 +13,9 @@ from opensandbox_core import (
     list_sandboxes,
 )
 
+# No execd generation changes what these tests check (see tests/live/conftest.py).
+pytestmark = pytest.mark.daemon_neutral
+
 
 async def test_missing_entrypoint_fails_fast_with_the_servers_reason(sandbox_image: str) -> None:
     spec = SandboxSpec(image=sandbox_image, entrypoint=["/no/such/entrypoint"])

@@ -23,6 +23,9 @@ from opensandbox_core import (
 )
 from testbed.fault_tools import WithholdingProxy, run_asgi
 
+# No execd generation changes what these tests check (see tests/live/conftest.py).
+pytestmark = pytest.mark.daemon_neutral
+
 
 async def _owned(session: AsyncSandboxSession) -> list[str]:
     found = await list_sandboxes(metadata={OWNER_KEY: session.owner_token})

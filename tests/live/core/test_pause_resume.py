@@ -13,6 +13,9 @@ from opensandbox_core import (
     list_sandboxes,
 )
 
+# No execd generation changes what these tests check (see tests/live/conftest.py).
+pytestmark = pytest.mark.daemon_neutral
+
 
 async def _state(session: AsyncSandboxSession) -> str:
     assert session.id is not None

@@ -10,6 +10,9 @@ import pytest
 from deepagents_opensandbox_backend import OpenSandboxBackend
 from opensandbox_core import SandboxUnavailableError
 
+# No execd generation changes what these tests check (see tests/live/conftest.py).
+pytestmark = pytest.mark.daemon_neutral
+
 
 def _exists(sandbox_id: str) -> bool:
     try:

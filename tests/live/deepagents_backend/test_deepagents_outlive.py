@@ -32,6 +32,9 @@ from opensandbox_core import (
 )
 from testbed.fault_tools import WithholdingProxy, expire_soon, run_asgi, wait_gone
 
+# No execd generation changes what these tests check (see tests/live/conftest.py).
+pytestmark = pytest.mark.daemon_neutral
+
 HOLD = 6.0
 """Seconds the proxy holds back the create's answer (the sandbox exists meanwhile)."""
 INTERRUPT_AFTER = 1.5

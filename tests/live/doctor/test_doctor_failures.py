@@ -19,6 +19,9 @@ import pytest
 
 from opensandbox_core._doctor import DOCTOR_KEY, DoctorOptions, run_doctor
 
+# No execd generation changes what these tests check (see tests/live/conftest.py).
+pytestmark = pytest.mark.daemon_neutral
+
 SANDBOX_CHECKS = ("execd-framing", "latency", "throughput", "docker-socket-mount", "leftovers")
 
 

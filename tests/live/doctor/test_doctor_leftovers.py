@@ -15,6 +15,7 @@ import uuid
 from datetime import timedelta
 
 import httpx
+import pytest
 
 from opensandbox_core import (
     LIBRARY_KEY,
@@ -26,6 +27,9 @@ from opensandbox_core import (
 )
 from opensandbox_core._doctor import DoctorOptions, run_doctor
 from opensandbox_core._fleet._admin import LIBRARY_VALUE
+
+# No execd generation changes what these tests check (see tests/live/conftest.py).
+pytestmark = pytest.mark.daemon_neutral
 
 
 async def _dead_sandbox(env: dict[str, str], image: str, tag: dict[str, str]) -> str:

@@ -17,6 +17,9 @@ from opensandbox_core import (
 )
 from testbed.fault_tools import RestartableServer, StallingProxy
 
+# No execd generation changes what these tests check (see tests/live/conftest.py).
+pytestmark = pytest.mark.daemon_neutral
+
 
 @pytest.mark.parametrize("use_server_proxy", [True, False], ids=["server-proxy", "direct"])
 async def test_server_restart_mid_session(

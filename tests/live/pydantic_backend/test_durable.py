@@ -22,6 +22,9 @@ pytest.importorskip("dbos")
 from opensandbox_core import destroy_sandbox, list_sandboxes
 from pydantic_ai_opensandbox import CREATE_METADATA_KEY
 
+# No execd generation changes what these tests check (see tests/live/conftest.py).
+pytestmark = pytest.mark.daemon_neutral
+
 WORKER = Path(__file__).with_name("_dbos_worker.py")
 
 

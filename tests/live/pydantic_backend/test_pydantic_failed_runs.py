@@ -30,6 +30,9 @@ from pydantic_ai_harness.shell import Shell
 
 from pydantic_ai_opensandbox import OpenSandbox, OpenSandboxBackend
 
+# No execd generation changes what these tests check (see tests/live/conftest.py).
+pytestmark = pytest.mark.daemon_neutral
+
 IMAGE = "python:3.13-slim"
 README = Path(__file__).resolve().parents[3] / "packages/pydantic-ai-opensandbox/README.md"
 _ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
