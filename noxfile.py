@@ -82,6 +82,7 @@ def typecheck(session: nox.Session) -> None:
 REPLAY_UNIT = (
     "tests/unit/test_execd_replay.py",
     "tests/unit/test_execd_daemon.py",
+    "tests/unit/test_execd_pty.py",
     "tests/unit/core/test_wire_replay.py",
 )
 SLOW_UNIT = (

@@ -11,6 +11,14 @@ execd image carries) in the matching profile, in the daemon context the recordin
 request again and compares the answers after normalising only what the README lists as varying
 from run to run.
 
+WebSocket exchanges (`kind: "websocket"`, the interactive terminal's `/pty/{id}/ws`) are sent the
+same way; after a 101 the recorder's side of the connection is played by
+:class:`testbed.replay_ws.WsClient` (the recorded client frames, masked with the recorded key,
+each once the daemon has sent what the recorder had read before it) and compared by
+:func:`testbed.replay_ws.compare_frames`. Anything recorded while a connection was open (a status
+request, another connection, a client frame) waits until that connection has received what the
+recorder had read of it by then: the recorded order of events is kept, not only their times.
+
 One daemon serves a whole version, the cases in recorded order: later cases see what earlier ones
 left behind (`tmp_dir_pileup` counts every earlier command's output files), so a run restricted
 with `--case` reports differences in such cases that a full run does not have.
@@ -49,10 +57,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testbed import _daemon
+from testbed import _daemon, replay_ws
 
 __all__ = [
     "DELIBERATE_DIFFERENCES",
+    "PTY_EXIT_LOSS",
     "RECORDINGS",
     "VERSIONS",
     "Deliberate",
@@ -71,6 +80,13 @@ DAEMON = Path(__file__).resolve().parent / "execd" / "daemon"
 """The daemon package replayed by default (a single-file daemon may be given instead)."""
 VERSIONS = {"v1.0.19": "1.0.19", "v1.0.18": "1.0.18"}
 """Recorded daemon version -> the testbed daemon's profile that must answer like it."""
+
+PTY_EXIT_LOSS = "never"
+"""The daemon's OSB_EXECD_PTY_EXIT_LOSS in the replay. Whether the real daemon lost the last
+bytes before a shell's exit varies from run to run (README); the replay runs the daemon with the
+loss off, so that each run compares the same thing, and the comparison accepts a recording that
+lost them (:func:`replay_ws.compare_frames`). The default (`race`) and `always` are tested by
+tests/unit/test_execd_daemon.py."""
 
 # Timing tolerance, lopsided: a busy host only ever delays the daemon, so being early (faster,
 # kinder than the recording) is held tight, being late less so. A time t differs from the
@@ -186,6 +202,8 @@ class Live:
     at_ms: float = 0.0
     closed_by_client: bool = False
     error: str = ""
+    frames: list[replay_ws.Frame] | None = None
+    """A WebSocket exchange answered 101: every frame both ways, as the recordings list them."""
 
 
 class _Reader:
@@ -276,8 +294,9 @@ def _exchange(
     headers: list[tuple[str, str]],
     body: bytes,
     *,
-    close_after_first_chunk: bool,
+    close_after_chunks: int,
     on_chunk: Any,
+    upgrade: Any = None,
 ) -> Live:
     live = Live()
     sock = socket.create_connection(("127.0.0.1", port), timeout=SEND_TIMEOUT_S)
@@ -308,7 +327,10 @@ def _exchange(
         lower = {k.lower(): v for k, v in live.headers}
         no_body = method == "HEAD" or live.status in (204, 304) or 100 <= live.status < 200
         try:
-            if no_body:
+            if live.status == 101 and upgrade is not None:
+                live.transfer = "upgrade"
+                live.frames = upgrade(sock, rd)
+            elif no_body:
                 live.transfer = "none"
             elif lower.get("transfer-encoding", "").lower() == "chunked":
                 live.transfer = "chunked"
@@ -324,7 +346,7 @@ def _exchange(
                     rd.exact(2)
                     live.chunks.append((rd.arrived(), data))
                     on_chunk(data)
-                    if close_after_first_chunk:
+                    if close_after_chunks and len(live.chunks) >= close_after_chunks:
                         live.closed_by_client = True
                         break
                 live.body = b"".join(c for _, c in live.chunks)
@@ -387,6 +409,7 @@ class _Daemon:
             self.port = int(s.getsockname()[1])
         env = {str(k): str(v) for k, v in ctx["env"].items()}
         env["OSB_EXECD_PROFILE"] = profile
+        env["OSB_EXECD_PTY_EXIT_LOSS"] = PTY_EXIT_LOSS
         env_args = [f"{k}={v}" for k, v in env.items()]
         script = (
             'mount --bind "$1" "$2" || exit 97; cd "$3" || exit 98; umask 022; shift 3; '
@@ -487,7 +510,6 @@ def _ids_in(data: bytes) -> list[str]:
 class _Sched:
     index: int
     exchange: dict[str, Any]
-    after: list[tuple[int, float]]  # (exchange index, recorded gap ms after its end)
     ids: list[tuple[str, int, float]]  # (recorded id, source exchange, recorded delay ms)
 
 
@@ -502,13 +524,7 @@ def _plan(case: dict[str, Any]) -> list[_Sched]:
         for rid, (src, arrived) in id_source.items():
             if rid.encode() in text:
                 ids.append((rid, src, float(ex["at_ms"]) - arrived))
-        after = []
-        for j in range(i):
-            prev = exchanges[j]
-            end = float(prev["at_ms"]) + float(prev["elapsed_ms"])
-            if float(ex["at_ms"]) >= end - 0.05:
-                after.append((j, float(ex["at_ms"]) - end))
-        plan.append(_Sched(i, ex, after, ids))
+        plan.append(_Sched(i, ex, ids))
         resp = ex["response"]
         chunks = _recorded_chunks(resp)
         if chunks:
@@ -521,6 +537,13 @@ def _plan(case: dict[str, Any]) -> list[_Sched]:
     return plan
 
 
+def _close_after(resp: dict[str, Any]) -> int:
+    """How many chunks the recorder read before it hung up on purpose (0: it did not)."""
+    if not resp.get("closed_by_client"):
+        return 0
+    return max(1, len(_recorded_chunks(resp)))
+
+
 def _run_case(daemon: _Daemon, case: dict[str, Any]) -> list[Live]:
     plan = _plan(case)
     n = len(plan)
@@ -530,15 +553,74 @@ def _run_case(daemon: _Daemon, case: dict[str, Any]) -> list[Live]:
     id_map: dict[str, str] = {}
     id_arrival: dict[str, float] = {}
     id_cond = threading.Condition()
+    exchanges = case["exchanges"]
+    ws_frames = {
+        i: replay_ws.recorded_frames(ex)
+        for i, ex in enumerate(exchanges)
+        if ex.get("kind") == "websocket"
+    }
+    ws_live: dict[int, replay_ws.WsClient] = {}
+    ws_up = [threading.Event() for _ in range(n)]
     t_case = time.monotonic()
+
+    def not_before(t_ms: float, me: int) -> float:
+        """When something recorded at case time `t_ms` may happen (monotonic): after every
+        exchange that had ended by then (plus the recorded gap), and after each connection that
+        was open then has received what the recorder had read of it by then (plus the gap)."""
+        start = t_case + t_ms / 1000.0
+        for j, other in enumerate(exchanges):
+            at_j = float(other["at_ms"])
+            end_j = at_j + float(other["elapsed_ms"])
+            if j == me or at_j > t_ms:
+                continue
+            if end_j <= t_ms + 0.05:
+                done[j].wait(SEND_TIMEOUT_S * 4)
+                start = max(start, end_at[j] + (t_ms - end_j) / 1000.0)
+            elif j in ws_frames:
+                target, last = replay_ws.recorded_progress(ws_frames[j], ms=t_ms - at_j)
+                if target == (0, 0, 0) or not ws_up[j].wait(SEND_TIMEOUT_S) or j not in ws_live:
+                    continue
+                reached = ws_live[j].wait_progress(target)
+                start = max(start, reached + (t_ms - at_j - last) / 1000.0)
+        return start
+
+    def pause_until(start: float) -> None:
+        pause = start - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+
+    def websocket(i: int) -> Any:
+        """The upgrade hook of exchange i: the recorder's side of the connection."""
+        at_i = float(exchanges[i]["at_ms"])
+
+        def run(sock: socket.socket, rd: _Reader) -> list[replay_ws.Frame]:
+            client = replay_ws.WsClient(sock, rd, ws_frames[i])
+            ws_live[i] = client
+            ws_up[i].set()
+            last_action = (float(exchanges[i]["response"].get("headers_ms", 0.0)), time.monotonic())
+
+            def before(k: int, f: replay_ws.Frame) -> None:
+                nonlocal last_action
+                start = not_before(at_i + f.ms, i)
+                target, last = replay_ws.recorded_progress(ws_frames[i], upto=k)
+                reached = client.wait_progress(target)
+                anchor_ms, anchor_t = max(last, last_action[0]), max(reached, last_action[1])
+                pause_until(max(start, anchor_t + (f.ms - anchor_ms) / 1000.0))
+                last_action = (f.ms, time.monotonic())
+
+            # no close of its own to send: wait for the daemon's as long as the recorder did
+            # after its last action, and 2 s more
+            last_ms = max([f.ms for _k, f in replay_ws.scripted(ws_frames[i])], default=0.0)
+            rest = (float(exchanges[i]["elapsed_ms"]) - last_ms) / 1000.0 + 2.0
+            client.run(before, close_timeout=rest)
+            return client.frames
+
+        return run
 
     def worker(s: _Sched) -> None:
         ex = s.exchange
         req = ex["request"]
-        start = t_case + float(ex["at_ms"]) / 1000.0
-        for j, gap in s.after:
-            done[j].wait(SEND_TIMEOUT_S * 4)
-            start = max(start, end_at[j] + gap / 1000.0)
+        start = not_before(float(ex["at_ms"]), s.index)
         subst: dict[str, str] = {}
         with id_cond:
             for rid, _src, delay in s.ids:
@@ -548,9 +630,7 @@ def _run_case(daemon: _Daemon, case: dict[str, Any]) -> list[Live]:
                 if rid in id_map:
                     subst[rid] = id_map[rid]
                     start = max(start, id_arrival[rid] + delay / 1000.0)
-        pause = start - time.monotonic()
-        if pause > 0:
-            time.sleep(pause)
+        pause_until(start)
         target = str(req["target"])
         body = _request_body(req)
         headers = [(str(k), str(v)) for k, v in req["headers"]]
@@ -588,11 +668,14 @@ def _run_case(daemon: _Daemon, case: dict[str, Any]) -> list[Live]:
                 target,
                 headers,
                 body,
-                close_after_first_chunk=bool(ex["response"].get("closed_by_client")),
+                close_after_chunks=_close_after(ex["response"]),
                 on_chunk=on_chunk,
+                upgrade=websocket(s.index) if s.index in ws_frames else None,
             )
         except OSError as exc:
             live = Live(error=f"request failed: {exc}")
+        finally:
+            ws_up[s.index].set()  # never wait for a connection that did not come
         live.at_ms = at
         if live.chunks is None:
             on_chunk(live.body)
@@ -611,6 +694,8 @@ def _run_case(daemon: _Daemon, case: dict[str, Any]) -> list[Live]:
 # ---------------------------------------------------------------------------------------------
 # Normalising and comparing
 
+# /metrics values (the machine's CPU count, load and memory) vary; their names and order do not
+_METRIC = re.compile(r'"(cpu_count|cpu_used_pct|mem_total_mib|mem_used_mib)":-?[0-9][0-9.eE+-]*')
 _TIME_FIELD = re.compile(r'"(started_at|finished_at|modified_at|created_at)":"[^"]*"')
 
 
@@ -649,6 +734,7 @@ def _norm_raw(data: bytes) -> str:
     text = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<SID>", text)
     text = re.sub(r"[0-9a-f]{32}", "<ID>", text)
     text = re.sub(r'"timestamp":\d+', '"timestamp":0', text)
+    text = _METRIC.sub(lambda m: f'"{m.group(1)}":<N>', text)
     text = re.sub(r'"execution_time":\d+,', "", text)
     text = _TIME_FIELD.sub(lambda m: f'"{m.group(1)}":"<TIME>"', text)
     text = re.sub(r"execd_bash_\d+", "execd_bash_N", text)
@@ -841,7 +927,13 @@ def compare_exchange(case: str, i: int, ex: dict[str, Any], live: Live) -> list[
             d(f"header {k}", v, g)
     if bool(resp.get("closed_by_client")) != live.closed_by_client:
         d("closed by client", bool(resp.get("closed_by_client")), live.closed_by_client)
-    if "text/event-stream" in ctype and resp["transfer"] == "chunked":
+    if ex.get("kind") == "websocket" and resp["status"] == 101:
+        # frame cuts, their times and so the connection's length vary (README); what was sent,
+        # in what order, and how the connection ended do not
+        rec_frames = replay_ws.recorded_frames(ex)
+        for what, rec, got in replay_ws.compare_frames(rec_frames, live.frames or []):
+            d(what, rec, got)
+    elif "text/event-stream" in ctype and resp["transfer"] == "chunked":
         diffs += _compare_stream(case, i, _recorded_chunks(resp), live, float(ex["elapsed_ms"]))
     else:
         rb, gb = _norm_raw(rec_body), _norm_raw(live.body)

@@ -529,7 +529,7 @@ def test_request_bodies_decoded_like_go(d19: Daemon) -> None:
     )
     assert message(b'{"command": "x", "envs": {"A": true}}') == (
         prefix + "json: cannot unmarshal bool into Go struct field "
-        "RunCommandRequest.envs.A of type string"
+        "RunCommandRequest.envs of type string"
     )
     assert "'TimeoutMs' failed on the 'gte' tag" in message(b'{"command": "x", "timeout": -5}')
     # only the first JSON value counts, as with Go's json.Decoder

@@ -306,7 +306,7 @@ async def test_stat_parses_the_recorded_v1_0_19_info(tmp_path: Path) -> None:
         False,
     )
     assert (info.owner, info.group) == ("root", "root")
-    assert info.modified_at == datetime(2026, 12, 1, 8, 0, 59, 274320, tzinfo=UTC)
+    assert info.modified_at == datetime(2026, 12, 3, 8, 22, 13, 181827, tzinfo=UTC)
     assert commands.argvs == []  # no command: v1.0.19's info says it all
     missing = "/tmp/execd-rec/scratch/f/missing.txt"
     daemon.overrides[("GET", "/files/info", missing)] = replay(

@@ -96,8 +96,15 @@ def init_id(response: dict[str, Any]) -> str:
 
 
 def event_streams(version: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The command streams (`/command`, `/session/{id}/run`): `/metrics/watch` is labelled
+    text/event-stream too but sends bare `JSON\\n` lines, and WebSocket exchanges (`/pty`)
+    have frames, not chunks; the core reads neither as a command stream."""
     for item in recording(version)["cases"]:
         for ex in item["exchanges"]:
+            if ex.get("kind") == "websocket" or not ex["request"]["target"].startswith(
+                ("/command", "/session/")
+            ):
+                continue
             headers = dict(ex["response"]["headers"])
             if headers.get("Content-Type") == "text/event-stream" and "chunks" in ex["response"]:
                 yield item["name"], ex["response"]

@@ -7,6 +7,7 @@ from its command line, so other modules read them as `config.NAME` at the time o
 from __future__ import annotations
 
 import os
+import sys
 
 from .goenc import go_duration
 
@@ -33,7 +34,30 @@ ACCESS_TOKEN = os.environ.get("EXECD_ACCESS_TOKEN", "")
 TOKEN_HEADER = "X-EXECD-ACCESS-TOKEN"
 PING_INTERVAL = 3.0
 # Upstream's time per output event (encode, write, flush): the recorded `seq 1 20000` sends its
-# 20,000 events, read at exit, over ~217 ms.
-EVENT_WRITE_S = 10.8e-6
+# 20,000 events, read at exit, over ~280 ms (v1.0.19) and ~320 ms (v1.0.18), Go 1.25.5 builds.
+EVENT_WRITE_S = 15.0e-6
 # How long a finished command's stream is held open (--graceful-shutdown-timeout too).
 GRACE = go_duration(os.environ.get("EXECD_API_GRACE_SHUTDOWN", "1s"))
+
+# -- the interactive terminal, /pty (pty.py) -----------------------------------------------------
+PTY_PING_S = float(os.environ.get("OSB_EXECD_PTY_PING_S") or 30.0)
+"""The server pings each connection this often (WebSocket ping, empty payload)."""
+PTY_IDLE_S = float(os.environ.get("OSB_EXECD_PTY_IDLE_S") or 60.0)
+"""A connection that sent no frame (pongs count) for this long is ended (TCP closed)."""
+PTY_EXIT_LOSS = os.environ.get("OSB_EXECD_PTY_EXIT_LOSS", "").strip() or "race"
+"""What happens to the output a shell writes just before it exits: ``race`` (the real daemon's
+bug: the exit is handled without waiting for the output still on its way, which is then dropped
+when it loses the race), ``always`` (output is held for PTY_EXIT_LOSS_MS before it is passed on,
+and what is held when the shell exits is dropped: the last moments' output never reaches a
+client nor the replay buffer) or ``never`` (every byte is read before `exit` is sent)."""
+PTY_EXIT_LOSS_MS = float(os.environ.get("OSB_EXECD_PTY_EXIT_LOSS_MS") or 50.0)
+PTY_REPLAY_MAX = 1 << 20  # the replay buffer keeps the last 1 MiB of output
+PTY_TAKEOVER = PROFILE in ("1.0.19", "1.1")  # v1.0.18 ignores ?takeover=1
+PTY_COMMAND = PROFILE in ("1.0.19", "1.1")  # v1.0.18 has no `command` field
+PTY_RETRY_S = 0.01  # a takeover retries the session's lock this often
+if PTY_EXIT_LOSS not in ("race", "always", "never"):
+    sys.stderr.write(
+        f"execd: OSB_EXECD_PTY_EXIT_LOSS={PTY_EXIT_LOSS!r} is not one of race, always, never; "
+        "using race\n"
+    )
+    PTY_EXIT_LOSS = "race"

@@ -10,7 +10,7 @@ import time
 from http.server import BaseHTTPRequestHandler
 
 from . import config
-from .goenc import go_decode, go_json, http_chunk, now_ms
+from .goenc import go_json, go_output_text, http_chunk, now_ms
 from .registry import forward_sigpipe
 
 _LINE_END = re.compile(rb"[\r\n]")
@@ -125,11 +125,11 @@ class Tailer:
             data = self.pending + data
             cut = len(data) if final else _complete_prefix(data)
             data, self.pending = data[:cut], data[cut:]
-            return [go_decode(data)] if data else []
+            return [go_output_text(data)] if data else []
         chunks = self.splitter.feed(data)
         if final:
             chunks += self.splitter.flush()
-        return [go_decode(c) for c in chunks]
+        return [go_output_text(c) for c in chunks]
 
 
 class EventStream:
@@ -170,6 +170,10 @@ class EventStream:
                 forward_sigpipe()
             except OSError:
                 self.broken = True
+
+    def begin(self) -> None:
+        """Sends the response's headers now, before any event."""
+        self._write(b"")
 
     def send_raw(self, payload: bytes) -> None:
         self._write(http_chunk(payload))

@@ -58,6 +58,13 @@ def go_decode(data: bytes) -> str:
         return data.decode("utf-8", "execd-go-replace")
 
 
+def go_output_text(data: bytes) -> str:
+    """Output bytes -> str for an event: each invalid byte kept as a lone surrogate
+    (surrogateescape), which :func:`go_json` writes as the escape ``\\ufffd``, as Go's encoder
+    writes invalid UTF-8 (a valid U+FFFD in the output stays a raw character)."""
+    return data.decode("utf-8", "surrogateescape")
+
+
 def _go_replace(exc: UnicodeError) -> tuple[str, int]:
     assert isinstance(exc, UnicodeDecodeError)
     return "\ufffd", exc.start + 1
@@ -68,15 +75,20 @@ codecs.register_error("execd-go-replace", _go_replace)
 
 _JSON_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _encode_string: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined]
-_GO_ESCAPES = re.compile("[<>&\u2028\u2029]")
+_GO_ESCAPES = re.compile("[<>&\u2028\u2029\udc80-\udcff]")
 _GO_ESCAPE_TEXT = {c: f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"}
 
 
+def _go_escape(m: re.Match[str]) -> str:
+    return _GO_ESCAPE_TEXT.get(m.group(0), "\\ufffd")
+
+
 def go_json(obj: object) -> bytes:
-    """Compact JSON as Go's encoding/json writes it: ``<>&`` and U+2028/U+2029 escaped."""
+    """Compact JSON as Go's encoding/json writes it: ``<>&`` and U+2028/U+2029 escaped, and an
+    invalid byte (a lone surrogate from surrogateescape) as ``\\ufffd``, as Go 1.25 writes it."""
     text = _encode_string(obj) if type(obj) is str else _JSON_ENCODER.encode(obj)
     if _GO_ESCAPES.search(text):
-        text = _GO_ESCAPES.sub(lambda m: _GO_ESCAPE_TEXT[m.group(0)], text)
+        text = _GO_ESCAPES.sub(_go_escape, text)
     return text.encode("utf-8", "surrogatepass")
 
 
@@ -164,12 +176,9 @@ def go_quote(text: str) -> str:
 
 
 def go_text(value: str) -> str:
-    """A str that may carry undecodable bytes (surrogateescape) as Go's JSON encoder sends it."""
-    try:
-        value.encode("utf-8")
-        return value
-    except UnicodeEncodeError:
-        return go_decode(value.encode("utf-8", "surrogateescape"))
+    """A str that may carry undecodable bytes (surrogateescape) as Go's JSON encoder sends it:
+    unchanged, since :func:`go_json` writes each such byte as the escape ``\\ufffd``."""
+    return value
 
 
 def go_text_tree(obj: object) -> object:

@@ -192,10 +192,12 @@ _GO_INT_RANGES = {
 _PERMISSION_FIELDS = {"owner": "string", "group": "string", "mode": "int"}
 GO_PERMISSION = ("struct", "Permission", _PERMISSION_FIELDS, "model.Permission")
 GO_PERMISSION_MAP = ("map", GO_PERMISSION, "map[string]model.Permission")
+# FileMetadata embeds Permission: Go 1.24+ names the embedded struct in a field's error path
+# (``FileMetadata.Permission.mode``); a field key "Embedded.name" says so.
 GO_FILE_METADATA = (
     "struct",
     "FileMetadata",
-    {"path": "string", **_PERMISSION_FIELDS},
+    {"path": "string", **{f"Permission.{k}": v for k, v in _PERMISSION_FIELDS.items()}},
     "model.FileMetadata",
 )
 GO_RENAME_LIST = (
@@ -297,11 +299,10 @@ class _GoUnmarshal:
             return None
         out = {}
         for key, item in value.items():
-            self.fields.append(key)
+            # Go 1.25 does not name map keys in an error's field path (``envs``, not ``envs.A``)
             decoded = self.run(item, schema[1])
             # null stores the element's zero value (a struct's: None, read as empty)
             out[key] = "" if decoded is None and schema[1] == "string" else decoded
-            self.fields.pop()
         return out
 
     def _struct(self, value: object, schema: tuple[object, ...]) -> object:
@@ -311,19 +312,20 @@ class _GoUnmarshal:
             self._mismatch(_go_kind(value), schema)
             return None
         result: dict[str, object] = {}
+        by_json = {f.rpartition(".")[2]: f for f in fields}  # "Permission.mode" -> json "mode"
         for key, item in value.items():
             name = (
                 key
-                if key in fields
-                else next((f for f in fields if f.lower() == key.lower()), None)
+                if key in by_json
+                else next((f for f in by_json if f.lower() == key.lower()), None)
             )
             if name is None:
                 continue
-            saved = self.struct
+            saved, depth = self.struct, len(self.fields)
             self.struct = struct_name
-            self.fields.append(name)
-            decoded = self.run(item, fields[name])
-            self.fields.pop()
+            self.fields += by_json[name].split(".")
+            decoded = self.run(item, fields[by_json[name]])
+            del self.fields[depth:]
             self.struct = saved
             if decoded is not None:
                 result[name] = decoded

@@ -19,6 +19,7 @@ from . import (
     files,
     metrics,
     proxy,
+    pty,
     search,
     sessions,
     upload,
@@ -64,6 +65,11 @@ ROUTES: list[tuple[str, str, Route]] = [
     # metrics.py
     ("GET", "/metrics", metrics.get_metrics),
     ("GET", "/metrics/watch", metrics.watch_metrics),
+    # pty.py (the interactive terminal; its WebSocket in websocket.py)
+    ("POST", "/pty", pty.pty_create),
+    ("GET", "/pty/{id}", pty.pty_status),
+    ("DELETE", "/pty/{id}", pty.pty_delete),
+    ("GET", "/pty/{id}/ws", pty.pty_ws),
 ]
 
 _PREFIXES = [(p[:-1], r) for m, p, r in ROUTES if m == "*"]

@@ -23,7 +23,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from .events import EventStream, complete_event, error_event, init_event
-from .goenc import ApiError, exit_error, go_decode, go_json, path_error
+from .goenc import ApiError, exit_error, go_json, go_output_text, path_error
 from .gojson import RUN_IN_SESSION_FIELDS, decode_go_request
 from .gopath import load_extra_env
 from .launch import tmp_dir
@@ -185,7 +185,7 @@ def _read_run(
     pwd = ""
     assert proc.stdout is not None
     for raw_line in proc.stdout:
-        line = go_decode(raw_line.rstrip(b"\n").removesuffix(b"\r"))
+        line = go_output_text(raw_line.rstrip(b"\n").removesuffix(b"\r"))
         if line == ENV_START:
             in_env = True
         elif line == ENV_END:
