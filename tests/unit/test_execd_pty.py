@@ -17,12 +17,14 @@ import os
 import re
 import socket
 import struct
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_execd_daemon import Daemon
+from test_execd_daemon import Daemon, daemon_file
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
@@ -30,8 +32,8 @@ from websockets.sync.client import ClientConnection, connect
 class Term:
     """One connection to a pty session: output bytes per channel, text frames as JSON."""
 
-    def __init__(self, d: Daemon, sid: str, query: str = "") -> None:
-        url = f"ws://127.0.0.1:{d.port}/pty/{sid}/ws{query}"
+    def __init__(self, d: Daemon, sid: str, query: str = "", via: str = "") -> None:
+        url = f"ws://127.0.0.1:{d.port}{via}/pty/{sid}/ws{query}"
         self._stack = contextlib.ExitStack()
         # close_timeout: after a close the daemon leaves TCP open (as the real one does), and a
         # client that waits for it to close TCP first waits this long
@@ -361,6 +363,26 @@ def test_an_unmasked_frame_gets_close_1002_and_tcp_is_left_open(d19: Daemon) -> 
     d19.client.delete(f"/pty/{sid}")
 
 
+def test_the_daemons_own_proxy_relays_the_websocket(d19: Daemon) -> None:
+    """On the testbed a sandbox's endpoint for execd's port is execd's `/proxy/44772`: the
+    upgrade goes through it, as through the real daemon's reverse proxy."""
+    via = f"/proxy/{d19.port}"
+    r = d19.client.post(f"{via}/pty", json={})
+    assert r.status_code == 201
+    sid = r.json()["session_id"]
+    t = Term(d19, sid, via=via)
+    assert t.text("connected")["session_id"] == sid
+    t.until(rb"# $")
+    with pytest.raises(InvalidStatus) as refused:
+        Term(d19, sid, via=via)  # an answer other than 101 is relayed as it is
+    assert refused.value.response.status_code == 409
+    t.send(b"echo via-$((1+1))\r")
+    t.until(rb"via-2\r\n")
+    t.send(b"exit 0\r")
+    assert t.text("exit")["exit_code"] == 0
+    assert t.closed() == (1000, "process exited")
+
+
 # ------------------------------------------------------------------------------------- knobs
 
 
@@ -405,3 +427,27 @@ def test_exit_loss_never_keeps_every_byte(d19: Daemon) -> None:
         t = Term(d19, create(d19, command="echo early; echo late"))
         t.text("exit")
         assert t.out[1] == b"early\r\nlate\r\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("OSB_EXECD_PTY_EXIT_LOSS", "sometimes", "is not one of race, always, never"),
+        ("OSB_EXECD_PTY_IDLE_S", "a minute", "is not a positive number"),
+        ("OSB_EXECD_PTY_PING_S", "0", "is not a positive number"),
+    ],
+)
+def test_a_knob_it_cannot_use_stops_the_daemon_with_the_reason(
+    name: str, value: str, says: str, tmp_path: Path
+) -> None:
+    env = {**os.environ, name: value}
+    done = subprocess.run(
+        [sys.executable, str(daemon_file(tmp_path)), "--host", "127.0.0.1", "--port", "9"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert f"{name}={value!r} {says}" in done.stderr

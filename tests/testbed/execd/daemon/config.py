@@ -7,7 +7,6 @@ from its command line, so other modules read them as `config.NAME` at the time o
 from __future__ import annotations
 
 import os
-import sys
 
 from .goenc import go_duration
 
@@ -40,9 +39,22 @@ EVENT_WRITE_S = 15.0e-6
 GRACE = go_duration(os.environ.get("EXECD_API_GRACE_SHUTDOWN", "1s"))
 
 # -- the interactive terminal, /pty (pty.py) -----------------------------------------------------
-PTY_PING_S = float(os.environ.get("OSB_EXECD_PTY_PING_S") or 30.0)
+
+
+def seconds_from_env(name: str, default: float) -> float:
+    """A positive number of seconds from env `name`; NaN when it is not one (refused at start
+    by :func:`pty_config_problem`)."""
+    text = os.environ.get(name, "").strip()
+    try:
+        value = float(text) if text else default
+    except ValueError:
+        return float("nan")
+    return value if value > 0 else float("nan")
+
+
+PTY_PING_S = seconds_from_env("OSB_EXECD_PTY_PING_S", 30.0)
 """The server pings each connection this often (WebSocket ping, empty payload)."""
-PTY_IDLE_S = float(os.environ.get("OSB_EXECD_PTY_IDLE_S") or 60.0)
+PTY_IDLE_S = seconds_from_env("OSB_EXECD_PTY_IDLE_S", 60.0)
 """A connection that sent no frame (pongs count) for this long is ended (TCP closed)."""
 PTY_EXIT_LOSS = os.environ.get("OSB_EXECD_PTY_EXIT_LOSS", "").strip() or "race"
 """What happens to the output a shell writes just before it exits: ``race`` (the real daemon's
@@ -50,14 +62,25 @@ bug: the exit is handled without waiting for the output still on its way, which 
 when it loses the race), ``always`` (output is held for PTY_EXIT_LOSS_MS before it is passed on,
 and what is held when the shell exits is dropped: the last moments' output never reaches a
 client nor the replay buffer) or ``never`` (every byte is read before `exit` is sent)."""
-PTY_EXIT_LOSS_MS = float(os.environ.get("OSB_EXECD_PTY_EXIT_LOSS_MS") or 50.0)
+PTY_EXIT_LOSS_MS = seconds_from_env("OSB_EXECD_PTY_EXIT_LOSS_MS", 50.0)
 PTY_REPLAY_MAX = 1 << 20  # the replay buffer keeps the last 1 MiB of output
 PTY_TAKEOVER = PROFILE in ("1.0.19", "1.1")  # v1.0.18 ignores ?takeover=1
 PTY_COMMAND = PROFILE in ("1.0.19", "1.1")  # v1.0.18 has no `command` field
 PTY_RETRY_S = 0.01  # a takeover retries the session's lock this often
-if PTY_EXIT_LOSS not in ("race", "always", "never"):
-    sys.stderr.write(
-        f"execd: OSB_EXECD_PTY_EXIT_LOSS={PTY_EXIT_LOSS!r} is not one of race, always, never; "
-        "using race\n"
-    )
-    PTY_EXIT_LOSS = "race"
+
+
+def pty_config_problem() -> str | None:
+    """Why the /pty settings from the environment cannot be used (the daemon refuses to start)."""
+    if PTY_EXIT_LOSS not in ("race", "always", "never"):
+        return (
+            f"OSB_EXECD_PTY_EXIT_LOSS={PTY_EXIT_LOSS!r} is not one of race, always, never "
+            "(leave it unset for race, as the real daemon)"
+        )
+    for name, value in (
+        ("OSB_EXECD_PTY_PING_S", PTY_PING_S),
+        ("OSB_EXECD_PTY_IDLE_S", PTY_IDLE_S),
+        ("OSB_EXECD_PTY_EXIT_LOSS_MS", PTY_EXIT_LOSS_MS),
+    ):
+        if value != value:  # NaN
+            return f"{name}={os.environ.get(name)!r} is not a positive number"
+    return None

@@ -42,6 +42,10 @@ def main(argv: list[str]) -> int:
             f"set it to one of {', '.join(config.PROFILES)} (or leave it unset for 1.0.19).\n"
         )
         return 2
+    problem = config.pty_config_problem()
+    if problem:
+        sys.stderr.write(f"execd: {problem}.\n")
+        return 2
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     # hand the GIL over sooner (default 5 ms): a background command is registered within a few
     # ms of its init event, as upstream's is, also while other requests keep threads busy
