@@ -36,7 +36,8 @@ Route = Callable[..., None]
 # 2. a path without `{`: that exact path;
 # 3. a path with `{name}` parts: the request path without its outer slashes, split on "/",
 #    has as many parts and the same fixed ones (a `{name}` part matches any text, even empty);
-#    tried in the order below.
+#    tried in the order below. (The single-file daemon matched /pty/... only under a literal
+#    "/pty/" prefix; here "//pty/x" reaches it too, as "//command/status/x" always did.)
 # Anything else is gin's 404 "404 page not found". Every route needs the access token first.
 ROUTES: list[tuple[str, str, Route]] = [
     ("*", "/proxy/*", proxy.proxy),
