@@ -68,7 +68,7 @@ def _current_daemon() -> Iterator[None]:
     _images._layer(
         _images.SANDBOX_TAG,
         BENCH_EXECD_TAG,
-        {"/execd": (daemon.read_bytes(), 0o755), "/bootstrap.sh": (bootstrap.read_bytes(), 0o755)},
+        {"/execd": (daemon, 0o755), "/bootstrap.sh": (bootstrap.read_bytes(), 0o755)},
         ['CMD ["tail", "-f", "/dev/null"]'],
     )
     os.environ["OSB_TESTBED_EXECD_IMAGE"] = BENCH_EXECD_TAG

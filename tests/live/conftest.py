@@ -33,7 +33,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from testbed import ENV_FILE, read_env_file
-from testbed._images import EXECD_TAG as TESTBED_EXECD_IMAGE
+from testbed._images import is_testbed_execd
 from testbed._server import MODELLED_ONLY, PROFILES
 
 KNOWN_PROFILES = PROFILES + MODELLED_ONLY
@@ -111,7 +111,7 @@ def testbed_daemon_skip(
     it. Another daemon ignores it and behaves as one generation, the run's profile (the one
     the user named with `--profile`): the test then runs only if it holds for that profile.
     """
-    if execd_image == TESTBED_EXECD_IMAGE:
+    if is_testbed_execd(execd_image):
         return None
     if profile in names:
         return None
@@ -177,7 +177,7 @@ def skip_reason(item: pytest.Item, *, execd_image: str | None, profile: str) -> 
     for marker in item.iter_markers("testbed_daemon"):
         names = _checked_names(item, marker)
         reason = testbed_daemon_skip(names, execd_image=execd_image, profile=profile)
-        if reason is None and execd_image == TESTBED_EXECD_IMAGE:
+        if reason is None and is_testbed_execd(execd_image):
             reason = integration_repeat_skip(
                 names, profile=profile, profiles_run=integration_profiles()
             )
@@ -191,7 +191,7 @@ def skip_reason(item: pytest.Item, *, execd_image: str | None, profile: str) -> 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     image = sandbox_execd_image()
     lines = [f"execd profile: {execd_profile()} (OSB_EXECD_PROFILE)"]
-    if image == TESTBED_EXECD_IMAGE:
+    if is_testbed_execd(image):
         lines.append(f"execd: the testbed's own daemon ({image})")
     else:
         lines.append(

@@ -2,8 +2,8 @@
 
 `--profile` (or env OSB_EXECD_PROFILE) chooses the execd generation that the testbed daemon
 behaves like in every sandbox: 1.0.19 (default), 1.0.18 or 1.1. `start` with another profile than
-the running one restarts the server. `restart` picks up changed image inputs (e.g.
-tests/testbed/execd/execd.py): a running server keeps the execd files it copied when it served its
+the running one restarts the server. `restart` picks up changed image inputs (e.g. the daemon,
+tests/testbed/execd/daemon): a running server keeps the execd files it copied when it served its
 first sandbox. `run --profile P -- COMMAND...` runs a command against an extra server of its own
 with the work tree's daemon in profile P, leaving the testbed's server alone.
 """

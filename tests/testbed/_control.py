@@ -10,7 +10,7 @@ import shlex
 import time
 from typing import Any
 
-from testbed import _docker, _images, _server
+from testbed import _busybox, _docker, _execd_python, _images, _server
 from testbed._paths import ENV_FILE, SERVER_CONFIG, STATE_DIR, STATE_FILE
 from testbed._proc import TestbedError, run, say
 
@@ -88,6 +88,8 @@ def start(profile: str | None = None) -> int:
 
     sandbox_image = _images.ensure_sandbox_image()
     execd_image = _images.ensure_execd_image()
+    execd_python = _execd_python.ensure_execd_python()
+    busybox_image = _busybox.ensure_busybox_image()
 
     port = _server.pick_port()
     api_key = secrets.token_urlsafe(32)
@@ -97,6 +99,7 @@ def start(profile: str | None = None) -> int:
         execd_image=execd_image,
         instance=state["instance"],
         profile=wanted,
+        sandbox_binds=_execd_python.binds(execd_python),
     )
     say(f"starting opensandbox-server on 127.0.0.1:{port} (config {SERVER_CONFIG})")
     pid = _server.start_server(port=port, api_key=api_key)
@@ -117,6 +120,8 @@ def start(profile: str | None = None) -> int:
             "OPENSANDBOX_DISABLE_METRICS": "1",
             "OSB_TESTBED_IMAGE": sandbox_image,
             "OSB_TESTBED_EXECD_IMAGE": execd_image,
+            _execd_python.ENV: str(execd_python),
+            "OSB_TESTBED_BUSYBOX_IMAGE": busybox_image,
             "OSB_TESTBED_INSTANCE": state["instance"],
             "OSB_TESTBED_SERVER_PID": str(pid),
             _server.PROFILE_ENV: wanted,

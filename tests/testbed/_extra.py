@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from testbed import _control, _server
+from testbed import _control, _execd_python, _server
 from testbed._paths import STATE_DIR, read_env_file
 from testbed._proc import terminate
 
@@ -71,12 +71,14 @@ def extra_server(
     port_range: tuple[int, int] = (41000, 41999),
     profile: str | None = None,
     execd_image: str | None = None,
+    execd_python: Path | None = None,
 ) -> Iterator[ExtraServer]:
     """Run a second opensandbox-server for the duration of the block.
 
     `api_key=None` starts it without authentication (with `OPENSANDBOX_INSECURE_SERVER=YES`).
     Its sandboxes run the execd `profile` (default: the testbed's own) from `execd_image`
-    (default: the testbed's image).
+    (default: the testbed's image), with the daemon's interpreter from `execd_python` (default:
+    the testbed's folder, see `_execd_python`).
     On exit the server is stopped and every sandbox container it created is removed.
     """
     chosen = _server.requested_profile(profile or read_env_file().get(_server.PROFILE_ENV))
@@ -95,6 +97,7 @@ def extra_server(
         allowed_host_paths=allowed_host_paths,
         port_range=port_range,
         profile=chosen,
+        sandbox_binds=_execd_python.binds(execd_python or _execd_python.known_dir()),
     )
     pid: int | None = None
     try:

@@ -11,19 +11,23 @@ import hashlib
 import io
 import os
 import platform
+import re
 import shutil
 import subprocess
 import tarfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
+from testbed import _daemon
 from testbed._docker import apt_install, inspect
 from testbed._paths import CACHE_DIR, EXECD_DIR, IMAGES_DIR
 from testbed._proc import TestbedError, run, run_logged, say, step
 
 SUITE = "bookworm"
 SANDBOX_TAG = "opensandbox-agents/testbed-sandbox:bookworm"
-EXECD_TAG = "opensandbox-agents/testbed-execd:local"
+EXECD_REPO = "opensandbox-agents/testbed-execd"
+EXECD_TAG = f"{EXECD_REPO}:local"
 # Upstream tags that the target frameworks use as defaults; given to our sandbox image when
 # no image of that tag is present (never when it is somebody else's image).
 UPSTREAM_ALIASES = ("opensandbox/code-interpreter:v1.1.0", "python:3.13-slim")
@@ -32,10 +36,10 @@ HASH_LABEL = f"{LABEL}.hash"
 KIND_LABEL = f"{LABEL}.kind"
 PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Bumped when the way images are assembled here changes.
-_LAYOUT = "2"
+LAYOUT = "2"
 
 
-def _digest(*parts: bytes | str) -> str:
+def digest(*parts: bytes | str) -> str:
     h = hashlib.sha256()
     for part in parts:
         data = part.encode() if isinstance(part, str) else part
@@ -44,7 +48,7 @@ def _digest(*parts: bytes | str) -> str:
     return h.hexdigest()[:16]
 
 
-def _arch() -> str:
+def arch() -> str:
     if shutil.which("dpkg"):
         proc = run(["dpkg", "--print-architecture"], check=False, timeout=10)
         if proc.returncode == 0 and proc.stdout.strip():
@@ -57,25 +61,34 @@ def rootfs_hash() -> str:
     packages = (IMAGES_DIR / "packages.txt").read_bytes()
     extra = IMAGES_DIR / "apt-packages.txt"
     apt_packages = extra.read_bytes() if extra.is_file() else b""
-    return _digest("rootfs", _LAYOUT, SUITE, _arch(), script, packages, apt_packages)
+    return digest("rootfs", LAYOUT, SUITE, arch(), script, packages, apt_packages)
 
 
 def sandbox_hash() -> str:
     entry = (IMAGES_DIR / "code-interpreter.sh").read_bytes()
-    return _digest("sandbox", _LAYOUT, rootfs_hash(), entry)
+    return digest("sandbox", LAYOUT, rootfs_hash(), entry)
 
 
-def _execd_sources() -> tuple[Path, Path]:
-    daemon, bootstrap = EXECD_DIR / "execd.py", EXECD_DIR / "bootstrap.sh"
-    missing = [str(p) for p in (daemon, bootstrap) if not p.is_file()]
+def _execd_inputs() -> tuple[Path, Path]:
+    package, bootstrap = _daemon.package_dir(EXECD_DIR), EXECD_DIR / "bootstrap.sh"
+    missing = [str(p) for p in (package / "server.py", bootstrap) if not p.is_file()]
     if missing:
         raise TestbedError(f"execd build inputs missing: {', '.join(missing)}")
-    return daemon, bootstrap
+    return package, bootstrap
+
+
+def _execd_sources() -> tuple[bytes, Path]:
+    """The daemon as the image's `/execd` (a zip application of its package) and
+    `bootstrap.sh`."""
+    package, bootstrap = _execd_inputs()
+    return _daemon.zipapp_bytes(package), bootstrap
 
 
 def execd_hash() -> str:
-    daemon, bootstrap = _execd_sources()
-    return _digest("execd", _LAYOUT, sandbox_hash(), daemon.read_bytes(), bootstrap.read_bytes())
+    package, bootstrap = _execd_inputs()
+    return digest(
+        "execd", LAYOUT, sandbox_hash(), _daemon.source_key(package), bootstrap.read_bytes()
+    )
 
 
 def apt_mirror() -> str:
@@ -139,7 +152,7 @@ def image_id(tag: str) -> str | None:
     return str(data[0]["Id"]) if data else None
 
 
-def _is_current(tag: str, want: str) -> bool:
+def is_current(tag: str, want: str) -> bool:
     labels = image_labels(tag)
     return labels is not None and labels.get(HASH_LABEL) == want
 
@@ -168,7 +181,7 @@ def _rootfs_tarball() -> Path:
     return tarball
 
 
-def _tar_of(files: dict[str, tuple[bytes, int]]) -> bytes:
+def tar_of(files: dict[str, tuple[bytes, int]]) -> bytes:
     """A tar stream of the given {absolute path: (content, mode)}, owned by root."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
@@ -199,7 +212,7 @@ def _layer(base: str, tag: str, files: dict[str, tuple[bytes, int]], changes: li
     try:
         proc = subprocess.run(
             ["docker", "cp", "-", f"{cid}:/"],
-            input=_tar_of(files),
+            input=tar_of(files),
             capture_output=True,
             timeout=120,
             check=False,
@@ -214,11 +227,11 @@ def _layer(base: str, tag: str, files: dict[str, tuple[bytes, int]], changes: li
         run(["docker", "rm", "-f", cid], check=False, timeout=60)
 
 
-def _label_changes(kind: str, digest: str) -> list[str]:
-    return [f'LABEL {LABEL}="1" {KIND_LABEL}="{kind}" {HASH_LABEL}="{digest}"']
+def label_changes(kind: str, value: str) -> list[str]:
+    return [f'LABEL {LABEL}="1" {KIND_LABEL}="{kind}" {HASH_LABEL}="{value}"']
 
 
-def _retire(old_id: str | None, tag: str) -> None:
+def retire(old_id: str | None, tag: str) -> None:
     """Remove an image of ours that a rebuild replaced (best effort: it may still be in use)."""
     if old_id and old_id != image_id(tag):
         run(["docker", "rmi", old_id], check=False, timeout=60)
@@ -227,7 +240,7 @@ def _retire(old_id: str | None, tag: str) -> None:
 def ensure_sandbox_image() -> str:
     """Build (or reuse) the sandbox image; return its tag."""
     want = sandbox_hash()
-    if _is_current(SANDBOX_TAG, want):
+    if is_current(SANDBOX_TAG, want):
         say(f"sandbox image up to date: {SANDBOX_TAG} ({want})")
     else:
         labels = image_labels(SANDBOX_TAG)
@@ -241,7 +254,7 @@ def ensure_sandbox_image() -> str:
                 f"ENV {PATH_ENV}",
                 "ENV LANG=C.UTF-8",
                 'CMD ["/bin/bash"]',
-                *_label_changes("rootfs", rootfs_hash()),
+                *label_changes("rootfs", rootfs_hash()),
             ]
             args = ["docker", "import"]
             for change in changes:
@@ -255,11 +268,11 @@ def ensure_sandbox_image() -> str:
                 [
                     "WORKDIR /root",
                     'CMD ["/bin/bash"]',
-                    *_label_changes("sandbox", want),
+                    *label_changes("sandbox", want),
                 ],
             )
             run(["docker", "rmi", base], check=False, timeout=60)
-        _retire(old, SANDBOX_TAG)
+        retire(old, SANDBOX_TAG)
     _alias_upstream_tags()
     return SANDBOX_TAG
 
@@ -295,31 +308,70 @@ def _try_upstream_execd(tag: str) -> bool:
     return False
 
 
-def ensure_execd_image() -> str:
-    """The execd image: OSB_EXECD_IMAGE when present or pullable, else our own build."""
+def ensure_execd_image(*, pinned: bool = False) -> str:
+    """The execd image: OSB_EXECD_IMAGE when present or pullable, else our own build.
+
+    Our own is `EXECD_TAG`, or with `pinned` an image of its own tagged `EXECD_REPO:<input
+    hash>`: a server that takes its daemon from that gets this work tree's daemon even when
+    another work tree re-tags `EXECD_TAG` with its own daemon before the server's first sandbox
+    (the server copies `/execd` then), and a build of the same inputs is reused. Pinned images
+    older than a day are removed.
+    """
     upstream = os.environ.get("OSB_EXECD_IMAGE", "").strip()
     if upstream:
         if _try_upstream_execd(upstream):
             return upstream
         say(f"falling back to the testbed's own execd image {EXECD_TAG}")
     want = execd_hash()
-    if _is_current(EXECD_TAG, want):
-        say(f"execd image up to date: {EXECD_TAG} ({want})")
-        return EXECD_TAG
-    labels = image_labels(EXECD_TAG)
+    tag = f"{EXECD_REPO}:{want}" if pinned else EXECD_TAG
+    if is_current(tag, want):
+        say(f"execd image up to date: {tag} ({want})")
+        return tag
+    _build_execd_image(tag, want)
+    if pinned:
+        _prune_pinned(keep=tag)
+    return tag
+
+
+def _prune_pinned(keep: str, max_age_s: float = 86400.0) -> None:
+    listed = run(
+        ["docker", "images", "--filter", f"reference={EXECD_REPO}", "--format", "{{.Tag}}"],
+        check=False,
+        timeout=60,
+    ).stdout.split()
+    for name in listed:
+        tag = f"{EXECD_REPO}:{name}"
+        if tag == keep or not re.fullmatch(r"[0-9a-f]{16}", name):
+            continue
+        data = inspect("image", tag)
+        created = str(data[0].get("Created", "")) if data else ""
+        try:
+            when = datetime.fromisoformat(created[:26].rstrip("Z")).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+        if (datetime.now(UTC) - when).total_seconds() > max_age_s:
+            run(["docker", "rmi", tag], check=False, timeout=60)
+
+
+def is_testbed_execd(image: str | None) -> bool:
+    """Whether `image` is one of the testbed's own execd images (any tag of EXECD_REPO)."""
+    return bool(image) and str(image).startswith(EXECD_REPO + ":")
+
+
+def _build_execd_image(tag: str, want: str) -> None:
+    labels = image_labels(tag)
     if labels is not None and labels.get(LABEL) != "1":
-        raise TestbedError(f"{EXECD_TAG} exists and was not built by the testbed")
-    old = image_id(EXECD_TAG)
+        raise TestbedError(f"{tag} exists and was not built by the testbed")
+    old = image_id(tag)
     daemon, bootstrap = _execd_sources()
-    with step(f"building {EXECD_TAG} from {SANDBOX_TAG} + {daemon.name}, {bootstrap.name}..."):
+    with step(f"building {tag} from {SANDBOX_TAG} + the daemon, {bootstrap.name}..."):
         _layer(
             SANDBOX_TAG,
-            EXECD_TAG,
+            tag,
             {
-                "/execd": (daemon.read_bytes(), 0o755),
+                "/execd": (daemon, 0o755),
                 "/bootstrap.sh": (bootstrap.read_bytes(), 0o755),
             },
-            ['CMD ["tail", "-f", "/dev/null"]', *_label_changes("execd", want)],
+            ['CMD ["tail", "-f", "/dev/null"]', *label_changes("execd", want)],
         )
-    _retire(old, EXECD_TAG)
-    return EXECD_TAG
+    retire(old, tag)

@@ -104,14 +104,17 @@ def write_config(
     allowed_host_paths: list[str] | None = None,
     port_range: tuple[int, int] = PORT_RANGE,
     profile: str = PROFILES[0],
+    sandbox_binds: list[str] | None = None,
 ) -> None:
     """Write a server config. The defaults are the testbed's own server; other values serve
-    extra servers that tests start (`api_key=None` leaves the key out: an insecure server)."""
+    extra servers that tests start (`api_key=None` leaves the key out: an insecure server).
+    `sandbox_binds` are bound into every sandbox (the execd stand-in's interpreter)."""
     if allowed_host_paths is None:
         HOST_VOLUMES.mkdir(parents=True, exist_ok=True)
         allowed_host_paths = [str(HOST_VOLUMES)]
     key_line = f"api_key = {_toml_str(api_key)}\n" if api_key is not None else ""
     allowed = ", ".join(_toml_str(p) for p in allowed_host_paths)
+    binds = ", ".join(_toml_str(b) for b in sandbox_binds or [])
     text = f"""# Written by `python -m testbed start`; rewritten on every start. Everything on loopback.
 [server]
 host = {_toml_str(HOST)}
@@ -130,6 +133,7 @@ publish_host = {_toml_str(HOST)}
 port_range_min = {port_range[0]}
 port_range_max = {port_range[1]}
 sandbox_env = {{ {INSTANCE_ENV} = {_toml_str(instance)}, {PROFILE_ENV} = {_toml_str(profile)} }}
+sandbox_binds = [{binds}]
 
 [proxy]
 resolve_internal = false

@@ -4,11 +4,12 @@
 
 The recordings (`tests/data/execd-recordings/`, see its README) hold every request a recorder
 sent to the real execd and every response, byte for byte, with the arrival time of each chunk.
-This module starts `tests/testbed/execd/execd.py` in the matching profile, in the daemon context
-the recordings were made in (env PATH and HOME only, cwd = HOME, uid 0, umask 022, the recorded
-access token, a private `/tmp` that holds only the daemon's files and the `execd-rec` folder),
-sends each recorded request again and compares the answers after normalising only what the
-README lists as varying from run to run.
+This module starts the daemon (`tests/testbed/execd/daemon`, as the zip application that the
+execd image carries) in the matching profile, in the daemon context the recordings were made in
+(env PATH and HOME only, cwd = HOME, uid 0, umask 022, the recorded access token, a private
+`/tmp` that holds only the daemon's files and the `execd-rec` folder), sends each recorded
+request again and compares the answers after normalising only what the README lists as varying
+from run to run.
 
 WebSocket exchanges (`kind: "websocket"`, the interactive terminal's `/pty/{id}/ws`) are sent the
 same way; after a 101 the recorder's side of the connection is played by
@@ -56,7 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testbed import replay_ws
+from testbed import _daemon, replay_ws
 
 __all__ = [
     "DELIBERATE_DIFFERENCES",
@@ -75,7 +76,8 @@ __all__ = [
 ]
 
 RECORDINGS = Path(__file__).resolve().parents[1] / "data" / "execd-recordings"
-DAEMON = Path(__file__).resolve().parent / "execd" / "execd.py"
+DAEMON = Path(__file__).resolve().parent / "execd" / "daemon"
+"""The daemon package replayed by default (a single-file daemon may be given instead)."""
 VERSIONS = {"v1.0.19": "1.0.19", "v1.0.18": "1.0.18"}
 """Recorded daemon version -> the testbed daemon's profile that must answer like it."""
 
@@ -383,9 +385,12 @@ class _Daemon:
         # vanish from under the daemon. So it runs from a copy outside /tmp, on the base
         # interpreter (the daemon needs the standard library only, not the venv).
         self.copy_dir = Path(tempfile.mkdtemp(prefix="execd-replay-", dir=_outside(hidden)))
-        copied = self.copy_dir / daemon.name
-        shutil.copy2(daemon, copied)
-        daemon = copied
+        if daemon.is_dir():
+            daemon = _daemon.build(self.copy_dir / "execd.pyz", daemon)
+        else:
+            copied = self.copy_dir / daemon.name
+            shutil.copy2(daemon, copied)
+            daemon = copied
         python = Path(getattr(sys, "_base_executable", "") or sys.executable).resolve()
         if hidden in python.parents:
             raise ReplayUnavailable(
@@ -1096,7 +1101,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--case", default="*", help="fnmatch pattern of case names (default: all)")
     ap.add_argument("--verbose", action="store_true", help="print every difference")
     ap.add_argument("--all", action="store_true", help="also print differences the table excuses")
-    ap.add_argument("--daemon", type=Path, default=DAEMON, help="the daemon file to replay against")
+    ap.add_argument(
+        "--daemon",
+        type=Path,
+        default=DAEMON,
+        help="the daemon package (or one file) to replay against",
+    )
     args = ap.parse_args(argv)
     try:
         results, info = replay_version(args.version, args.case, daemon=args.daemon)

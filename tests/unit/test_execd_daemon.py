@@ -1,17 +1,23 @@
-"""Tests for the project's execd stand-in (tests/testbed/execd/execd.py) against execd's API."""
+"""Tests for the project's execd stand-in (tests/testbed/execd/daemon) against execd's API.
+
+The daemon runs as the execd image carries it: the zip application `testbed._daemon` builds.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import os
+import shutil
 import socket
 import stat
 import subprocess
 import sys
 import threading
 import time
+import zipfile
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -19,7 +25,17 @@ from pathlib import Path
 import httpx
 import pytest
 
-DAEMON = Path(__file__).resolve().parents[1] / "testbed" / "execd" / "execd.py"
+from testbed import _daemon
+
+PACKAGE = Path(__file__).resolve().parents[1] / "testbed" / "execd" / "daemon"
+
+
+def daemon_file(workdir: Path) -> Path:
+    """The daemon as one file (the execd image's `/execd`), built once per work directory."""
+    path = workdir / "execd.pyz"
+    if not path.exists():
+        _daemon.build(path, PACKAGE)
+    return path
 
 
 def _free_port() -> int:
@@ -46,7 +62,14 @@ class Daemon:
         env.update(extra_env or {})
         self.t0 = time.monotonic()
         self.proc = subprocess.Popen(
-            [sys.executable, str(DAEMON), "--host", "127.0.0.1", "--port", str(self.port)],
+            [
+                sys.executable,
+                str(daemon_file(workdir)),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+            ],
             cwd=workdir,
             env=env,
         )
@@ -379,10 +402,55 @@ def d19(workdir: Path) -> Iterator[Daemon]:
     daemon.stop()
 
 
+def test_without_bash_commands_run_with_sh_and_sessions_fail_as_execd(workdir: Path) -> None:
+    """An image without bash (busybox): execd runs commands with `sh -c` (it looks bash up on its
+    PATH first) but sessions only with bash, so a session run answers its start error inside
+    the 200 stream, as a timeout does."""
+    only_sh = workdir / "only-sh"
+    only_sh.mkdir()
+    (only_sh / "sh").symlink_to(shutil.which("sh") or "/bin/sh")
+    daemon = Daemon(workdir, "1.0.19", {"PATH": str(only_sh)})
+    try:
+        ev = daemon.events({"command": 'echo "$0"'})
+        assert texts(ev, "stdout") == ["sh"]
+        assert ev[-1]["type"] == "execution_complete"
+        sid = daemon.client.post("/session").json()["session_id"]
+        with daemon.client.stream("POST", f"/session/{sid}/run", json={"command": "true"}) as r:
+            assert r.status_code == 200
+            raw = r.read()
+        assert json.loads(raw.split(b"\n\n")[0])["type"] == "init"
+        assert raw.endswith(
+            b'{"code":"RUNTIME_ERROR","message":"error running in session. start bash: exec: '
+            b'\\"bash\\": executable file not found in $PATH"}'
+        )
+    finally:
+        daemon.stop()
+
+
+def test_the_daemon_file_is_the_same_for_the_same_sources(tmp_path: Path) -> None:
+    """The execd image's input hash follows the zip application's sources: fixed order, times
+    and modes, so two builds of the same sources are the same bytes, and a change shows; the
+    compiled modules beside them are this Python's bytecode of the same sources."""
+    first = _daemon.zipapp_bytes(PACKAGE)
+    assert _daemon.zipapp_bytes(PACKAGE) == first
+    assert _daemon.source_key(PACKAGE) == _daemon.source_key(PACKAGE)
+    copy = tmp_path / "daemon"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    os.utime(copy / "routes.py", (1, 1))
+    assert _daemon.source_key(copy) == _daemon.source_key(PACKAGE)
+    (copy / "routes.py").write_text((copy / "routes.py").read_text() + "\n")
+    assert _daemon.source_key(copy) != _daemon.source_key(PACKAGE)
+    with zipfile.ZipFile(io.BytesIO(first)) as archive:
+        names = archive.namelist()
+        assert names == sorted(names, key=lambda n: (n != "__main__.py", n))
+        assert "daemon/routes.py" in names and "daemon/routes.pyc" in names
+        assert {i.date_time for i in archive.infolist()} == {(1980, 1, 1, 0, 0, 0)}
+
+
 def test_unknown_profile_is_refused_with_the_choices(workdir: Path) -> None:
     env = dict(os.environ, OSB_EXECD_PROFILE="2.0", EXECD_QUIET="1")
     proc = subprocess.run(
-        [sys.executable, str(DAEMON), "--port", str(_free_port())],
+        [sys.executable, str(daemon_file(workdir)), "--port", str(_free_port())],
         env=env,
         capture_output=True,
         text=True,
@@ -396,8 +464,8 @@ def test_unknown_profile_is_refused_with_the_choices(workdir: Path) -> None:
 def test_profile_default_is_1_0_19(workdir: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "OSB_EXECD_PROFILE"}
     out = subprocess.run(
-        [sys.executable, "-c", "import execd; print(execd.PROFILE, execd.FRAMING)"],
-        env=env | {"PYTHONPATH": str(DAEMON.parent)},
+        [sys.executable, "-c", "from daemon import config; print(config.PROFILE, config.FRAMING)"],
+        env=env | {"PYTHONPATH": str(PACKAGE.parent)},
         capture_output=True,
         text=True,
         timeout=20,

@@ -1,6 +1,6 @@
 """The testbed daemon's interactive terminal (`/pty`), driven by a real WebSocket client.
 
-Each test starts the daemon (tests/testbed/execd/execd.py) as a process with a real bash, and
+Each test starts the daemon (tests/testbed/execd/daemon) as a process with a real bash, and
 talks to it with the `websockets` library (its public sync client) or, where a client must
 misbehave (an unmasked frame, silence), with a raw socket. What the recordings show frame by
 frame is held by the replay (test_execd_replay.py); these tests cover what a recording cannot:
@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_execd_daemon import DAEMON, Daemon
+from test_execd_daemon import Daemon, daemon_file
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
@@ -438,11 +438,11 @@ def test_exit_loss_never_keeps_every_byte(d19: Daemon) -> None:
     ],
 )
 def test_a_knob_it_cannot_use_stops_the_daemon_with_the_reason(
-    name: str, value: str, says: str
+    name: str, value: str, says: str, tmp_path: Path
 ) -> None:
     env = {**os.environ, name: value}
     done = subprocess.run(
-        [sys.executable, str(DAEMON), "--host", "127.0.0.1", "--port", "9"],
+        [sys.executable, str(daemon_file(tmp_path)), "--host", "127.0.0.1", "--port", "9"],
         env=env,
         capture_output=True,
         text=True,

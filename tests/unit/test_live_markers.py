@@ -70,8 +70,12 @@ def _collect(
 
 
 def test_own_name_matches_the_testbed() -> None:
-    """The conftest knows the testbed's image by the name the testbed builds it under."""
-    assert OWN == live.TESTBED_EXECD_IMAGE
+    """The conftest knows the testbed's images by the names the testbed builds them under: the
+    shared tag and the tag of one build's input hash (`testbed run` pins that one)."""
+    assert live.is_testbed_execd(OWN)
+    assert live.is_testbed_execd("opensandbox-agents/testbed-execd:5afe7caced884251")
+    assert not live.is_testbed_execd(REAL)
+    assert not live.is_testbed_execd(None)
 
 
 def test_on_the_testbed_daemon_every_marked_test_runs(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,6 +3,11 @@
 # execd stand-in. Behaviour follows upstream's bootstrap.sh (checked 2026-11-29, execd 1.0.18):
 #   * EXECD (default /opt/opensandbox/execd) is started in the background; its output goes to
 #     EXECD_LOG (default /tmp/execd.log).
+#   * Not upstream's: the testbed's daemon is a Python program (a zip application). When
+#     EXECD_PYTHON (default /opt/opensandbox/python/execd-python, the interpreter folder the
+#     testbed's servers bind into every sandbox) is there, the daemon runs with it, so an image
+#     without python3 (busybox) works too and the image's own python never matters; without it,
+#     the daemon's `#!/usr/bin/env python3` line picks the image's python3.
 #   * EXECD_ENVS (default /opt/opensandbox/.env) is created if missing and exported; execd layers
 #     its KEY=VALUE lines over its own environment for every command.
 #   * EXECD_BOOTSTRAP_PRE_SCRIPT, if set and readable, is sourced before execd starts.
@@ -31,8 +36,14 @@ if [ -n "${EXECD_BOOTSTRAP_PRE_SCRIPT:-}" ]; then
 	fi
 fi
 
-echo "starting execd at $EXECD (log: $EXECD_LOG)"
-"$EXECD" >>"$EXECD_LOG" 2>&1 </dev/null &
+EXECD_PYTHON="${EXECD_PYTHON:-/opt/opensandbox/python/execd-python}"
+if [ -x "$EXECD_PYTHON" ]; then
+	echo "starting execd at $EXECD with $EXECD_PYTHON (log: $EXECD_LOG)"
+	"$EXECD_PYTHON" "$EXECD" >>"$EXECD_LOG" 2>&1 </dev/null &
+else
+	echo "starting execd at $EXECD (log: $EXECD_LOG)"
+	"$EXECD" >>"$EXECD_LOG" 2>&1 </dev/null &
+fi
 
 if command -v bash >/dev/null 2>&1; then SHELL_BIN="bash"; else SHELL_BIN="sh"; fi
 SHELL_BIN="${BOOTSTRAP_SHELL:-$SHELL_BIN}"
