@@ -13,7 +13,7 @@ command's status (a status of 128+N where signal N kills by default is raised ag
 `_capture`). Needs only `sh`, `head`, `cat` and `wc` (busybox has them all).
 
 Afterwards the caller reads what it needs by range (one request, or two for a head and a tail);
-a small output is read whole and its file deleted. A target the wrapper cannot write (a
+a small output is read whole and its file deleted before the call returns. A target the wrapper cannot write (a
 directory, no permission) runs nothing and raises the builtin `OSError` for it. On a timeout
 the command is stopped and `CommandTimeoutError` says so; the file keeps what was printed, but
 for what `head` still held in its buffer when it was stopped (a few KiB at most).
@@ -140,8 +140,10 @@ async def run_offloaded(
     exit_code = result.exit_code
     if size <= inline:
         data = await transfers.read_range(target, 0, size) if size else b""
+        # Deleted before returning, never later: a caller may reuse the path at once (a
+        # deferred delete would remove the next command's output, or a file written there).
         if _fallback.download_safe(target):
-            execd.discard_later([target])
+            await execd.discard_files([target])
         else:  # a path execd would rewrite: removed by the files facet, which keeps it literal
             await files.remove(target, recursive=False)
         return OffloadedRun(
