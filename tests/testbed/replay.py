@@ -457,7 +457,7 @@ class _Daemon:
             stdout=self.log,
             stderr=self.log,
             start_new_session=True,
-            preexec_fn=default_signals,  # noqa: PLW1509 - one signal call, no locks
+            preexec_fn=default_signals,
         )
         self.listening_ms: float | None = None
         self.refused = 0

@@ -72,7 +72,7 @@ class Daemon:
             ],
             cwd=workdir,
             env=env,
-            preexec_fn=replay.default_signals,  # noqa: PLW1509 - one signal call, no locks
+            preexec_fn=replay.default_signals,
         )
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 10
