@@ -100,7 +100,6 @@ POLL_GAP_MS = 40.0
 SEND_TIMEOUT_S = 30.0
 
 
-
 def default_signals() -> None:
     """Run in a daemon's child before exec: SIGINT and SIGQUIT back to their defaults.
 
@@ -111,6 +110,7 @@ def default_signals() -> None:
     """
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
 
 class ReplayUnavailable(RuntimeError):
     """The replay cannot run here (no private /tmp possible); the message says why."""
