@@ -37,6 +37,7 @@ from ._capture import _RERAISE, CAPTURE_ENV
 if TYPE_CHECKING:
     from opensandbox_core._files._filesystem import FileSystem
     from opensandbox_core._files._transfers import Transfers
+    from opensandbox_core._types import CommandResult
 
     from ._run import Commands
 
@@ -125,18 +126,7 @@ async def run_offloaded(
         max_output=None,
         plain_lines=True,
     )
-    unwritable = _UNWRITABLE.fullmatch(result.stdout)
-    if unwritable is not None:
-        raise os_error(unwritable.group(1).strip(), target, "could not write the output file")
-    marker = _RESULT.fullmatch(result.stdout)
-    if marker is None:
-        raise ServerError(
-            f"The output of a command run with its output to {target} could not be told: its "
-            f"wrapper printed {result.stdout[-200:]!r} (exit {result.exit_code}, stderr "
-            f"{result.stderr[-200:]!r}). The command itself has finished.",
-            retryable=False,
-        )
-    lines, size = int(marker.group(2)), int(marker.group(3))
+    lines, size = _file_counts(result, target)
     exit_code = result.exit_code
     if size <= inline:
         data = await transfers.read_range(target, 0, size) if size else b""
@@ -149,17 +139,39 @@ async def run_offloaded(
         return OffloadedRun(
             exit_code, None, size, size >= cap, lines, decode_output(data), duration=result.duration
         )
-    if size <= 2 * preview:
-        whole = await transfers.read_range(target, 0, size)
-        head, tail = whole[:preview], whole[-preview:]
-    else:
-        head, tail = await asyncio.gather(
-            transfers.read_range(target, 0, preview),
-            transfers.read_range(target, size - preview, preview),
-        )
+    head, tail = await _ends(transfers, target, size, preview)
     return OffloadedRun(
         exit_code, target, size, size >= cap, lines, None, head, tail, result.duration
     )
+
+
+def _file_counts(result: CommandResult, target: str) -> tuple[int, int]:
+    """The line and byte counts of the output file, as the wrapper's marker line gives them;
+    a file that could not be written raises its `OSError`."""
+    unwritable = _UNWRITABLE.fullmatch(result.stdout)
+    if unwritable is not None:
+        raise os_error(unwritable.group(1).strip(), target, "could not write the output file")
+    marker = _RESULT.fullmatch(result.stdout)
+    if marker is None:
+        raise ServerError(
+            f"The output of a command run with its output to {target} could not be told: its "
+            f"wrapper printed {result.stdout[-200:]!r} (exit {result.exit_code}, stderr "
+            f"{result.stderr[-200:]!r}). The command itself has finished.",
+            retryable=False,
+        )
+    return int(marker.group(2)), int(marker.group(3))
+
+
+async def _ends(transfers: Transfers, target: str, size: int, preview: int) -> tuple[bytes, bytes]:
+    """The file's first and last `preview` bytes (one read when they overlap)."""
+    if size <= 2 * preview:
+        whole = await transfers.read_range(target, 0, size)
+        return whole[:preview], whole[-preview:]
+    head, tail = await asyncio.gather(
+        transfers.read_range(target, 0, preview),
+        transfers.read_range(target, size - preview, preview),
+    )
+    return head, tail
 
 
 def cap_of(script: str) -> int | None:
