@@ -19,15 +19,11 @@ from _local_sandbox import LocalSandbox
 from deepagents.backends.protocol import ExecuteOffloadResult
 from deepagents.backends.sandbox import BaseSandbox
 
-from deepagents_opensandbox_backend._offload import (
-    PREVIEW_BYTES,
-    head_lines,
-    offload_result,
-    tail_lines,
-)
+from deepagents_opensandbox_backend._offload import PREVIEW_BYTES, offload_result
 from opensandbox_core import OffloadedRun, decode_output
 from opensandbox_core._commands._capture import CAPTURE_ENV
 from opensandbox_core._commands._offload import _SCRIPT, OFFLOAD_ENV
+from opensandbox_core.adapters import head_lines, tail_lines
 
 MARKER = re.compile(r"osb-offload: (-?[0-9]+) +([0-9]+) +([0-9]+)\n")
 

@@ -1,31 +1,13 @@
 """`OpenSandboxBackend`: a Deep Agents `BaseSandbox` on one sandbox of a self-hosted OpenSandbox.
 
-Verified on 2026-11-29 against deepagents 0.7.32 (the `BaseSandbox` contract and
-`langchain_tests.integration_tests.SandboxIntegrationTests` from langchain-tests 1.1.9: 79 pass,
-the 7 tests that predate deepagents 0.7 are expected failures), opensandbox-server 1.1.1 with
-the opensandbox SDK 1.1.1, and opensandbox-core 0.2.0 (which does all the sandbox work; this
-module only translates). Pause, resume, directory upload and the create options verified live
-on 2026-12-01 (`tests/live/deepagents_backend/test_deepagents_peer_features.py`).
-
-Behaviour, and why:
-- `create()` creates the sandbox before it returns (as the seed README promises) and leaks
-  nothing when it fails or is interrupted (the core's `CreateGuard`). `connect(id)` attaches
-  and checks that the sandbox answers. Building the class itself does no I/O. The options of
-  both are declared once, in `_options.py`.
-- A created sandbox expires after `timeout` (30 minutes, the seed's default) without an
-  operation; a running command keeps renewing it (the core's `_lifetime`).
-- Ownership: whoever creates a sandbox owns it, nothing else destroys it. `kill()` on a backend
-  from `create()` deletes the sandbox; on a backend from `connect()` it only closes local
-  connections unless called as `kill(force=True)`.
-- `execute()` never raises for a failing command: a non-zero exit is a result, a timeout is exit
-  code 124 with the partial output and a closing notice (`truncated` when the cap cut it).
-  Failures that are not about the command raise: bad arguments as `ValueError` (the execute tool
-  shows those to the model), a sandbox that is gone as `opensandbox_core.SandboxUnavailableError`,
-  a server failure as `ServerError`. A dead sandbox is not something the model can fix, and
-  turning it into a fake command result would hide it from the program running the agent.
-- The async methods run on the caller's event loop through `AsyncSandboxSession` (no threads);
-  the blocking ones run the same coroutines on opensandbox-core's portal loop (`run_blocking`).
-- The file operations are native (`_filesystem.py`).
+opensandbox-core does the sandbox work; this module translates. Construction does no I/O;
+`create()` creates the sandbox before it returns and leaks nothing when it fails or is
+interrupted (the core's `CreateGuard`). Whoever creates a sandbox owns it: `kill()` deletes it
+only on a backend from `create()` (or with `force=True`). `execute()` never raises for a failing
+command (a timeout is exit code 124); bad arguments raise `ValueError`, a gone sandbox
+`SandboxUnavailableError`, a server failure `ServerError`. The async methods run on the
+caller's loop, the blocking ones on the core's portal loop (`run_blocking`). Verified versions
+and the reasons behind each choice: docs/deepagents.md.
 """
 
 from __future__ import annotations
@@ -53,10 +35,11 @@ from opensandbox_core import (
     run_blocking,
     upload_directory,
 )
+from opensandbox_core.adapters import combined_output
 
-from ._filesystem import NativeFiles, plain_requested
-from ._mapping import combined_output, execute_timeout
-from ._offload import PREVIEW_BYTES, offload_result, timed_out_result
+from ._filesystem import NativeFiles, blocking_twin, plain_requested
+from ._mapping import execute_timeout
+from ._offload import PREVIEW_BYTES, TIMEOUT_EXIT_CODE, offload_result, timed_out_result
 from ._options import (
     DEFAULT_IMAGE,
     AttachOptions,
@@ -69,9 +52,6 @@ from ._texts import OFFLOAD_MAX_CAPTURE_BYTES
 __all__ = ["DEFAULT_IMAGE", "OpenSandboxBackend"]
 
 logger = logging.getLogger(__name__)
-
-TIMEOUT_EXIT_CODE = 124
-"""What `timeout(1)` exits with; `execute()` reports a timed-out command with it."""
 
 
 def _timed_out(exc: CommandTimeoutError, stderr_prefix: str | None = None) -> ExecuteResponse:
@@ -117,27 +97,17 @@ class OpenSandboxBackend(NativeFiles):
         self._creator = CreateGuard(session)
 
     # -- construction -----------------------------------------------------------------------
-    @staticmethod
-    def _create_session(
-        options: SandboxOptions, labels: Mapping[str, str] | None = None
-    ) -> AsyncSandboxSession:
-        return options.create(labels)
-
-    @staticmethod
-    def _attach_session(sandbox_id: str, **options: Any) -> AsyncSandboxSession:
-        return AttachOptions(**options).attach(sandbox_id)
-
     @classmethod
     @takes_options(SandboxOptions)
     def create(cls, options: SandboxOptions) -> OpenSandboxBackend:
         """Create a sandbox and return a backend that owns it (`kill()` deletes it).
 
-        The arguments, all keyword-only, are `SandboxOptions`' fields (see its docstring):
-        `domain`, `image`, `entrypoint`, `api_key`, `use_server_proxy`, `timeout` (idle
-        lifetime, 30 minutes), `spec` (an `opensandbox_core.SandboxSpec` instead of the
-        keywords that describe the sandbox), `env`, `resource`, `allow_internet_access`,
-        `network_policy`, `volumes`, `metadata`, `command_timeout`, `working_dir`,
-        `ready_timeout`, `stderr_prefix`. A failed create leaves no sandbox behind; so does Ctrl-C.
+        The keyword-only arguments are `SandboxOptions`' fields: `domain`, `image`,
+        `entrypoint`, `api_key`, `use_server_proxy`, `timeout` (idle lifetime, 30 minutes),
+        `spec` (an `opensandbox_core.SandboxSpec` instead of the keywords describing the
+        sandbox), `env`, `resource`, `allow_internet_access`, `network_policy`, `volumes`,
+        `metadata`, `command_timeout`, `working_dir`, `ready_timeout`, `stderr_prefix`.
+        A failed create leaves no sandbox behind; so does Ctrl-C.
         """
         return cls._created(options)
 
@@ -145,7 +115,7 @@ class OpenSandboxBackend(NativeFiles):
     def _created(
         cls, options: SandboxOptions, labels: Mapping[str, str] | None = None
     ) -> OpenSandboxBackend:
-        backend = cls(cls._create_session(options, labels), stderr_prefix=options.stderr_prefix)
+        backend = cls(options.create(labels), stderr_prefix=options.stderr_prefix)
         backend._creator.start_blocking()
         return backend
 
@@ -159,12 +129,9 @@ class OpenSandboxBackend(NativeFiles):
     async def _acreated(
         cls, options: SandboxOptions, labels: Mapping[str, str] | None = None
     ) -> OpenSandboxBackend:
-        backend = cls(cls._create_session(options, labels), stderr_prefix=options.stderr_prefix)
-        await backend._start_owned()
+        backend = cls(options.create(labels), stderr_prefix=options.stderr_prefix)
+        await backend._creator.start()
         return backend
-
-    async def _start_owned(self) -> None:
-        await self._creator.start()
 
     @classmethod
     @takes_options_after_id(AttachOptions)
@@ -230,9 +197,8 @@ class OpenSandboxBackend(NativeFiles):
     def pause(self) -> None:
         """Freeze the sandbox (processes, memory and files kept) until `resume()`.
 
-        For an agent that waits, e.g. for a human: a paused sandbox uses no CPU. While paused,
-        every operation raises `SandboxUnavailableError` saying to resume it; its idle lifetime
-        keeps counting, so pass a longer `timeout` to `create()` to pause for long.
+        While paused, every operation raises `SandboxUnavailableError` saying to resume it; its
+        idle lifetime keeps counting, so pass a longer `timeout` to `create()` to pause for long.
         """
         self._run(self._session.pause())
 
@@ -337,7 +303,7 @@ class OpenSandboxBackend(NativeFiles):
             output=output, exit_code=result.exit_code, truncated=result.truncated
         )
 
-    def execute_with_offload(
+    async def aexecute_with_offload(
         self,
         command: str,
         capture_path: str,
@@ -349,31 +315,10 @@ class OpenSandboxBackend(NativeFiles):
         """Run a shell command, leaving an output over `max_inline_bytes` in the sandbox at
         `capture_path` (stdout and stderr as they interleave, byte-exact, capped at
         `max_capture_bytes`, 10 MiB by default) and returning a preview of it, as the protocol
-        documents (`_offload.py`); a smaller output comes back whole and leaves no file.
-        `timeout` as for `execute()`; a timed-out command is reported like there (exit code 124,
-        not offloaded; what it printed stays at `capture_path`). Where `capture_path` cannot
-        be written, the command runs as `execute()` and its output comes back whole.
-        `stderr_prefix` does not apply: the file holds what was printed."""
-        return self._run(
-            self.aexecute_with_offload(
-                command,
-                capture_path,
-                max_inline_bytes=max_inline_bytes,
-                max_capture_bytes=max_capture_bytes,
-                timeout=timeout,
-            )
-        )
-
-    async def aexecute_with_offload(
-        self,
-        command: str,
-        capture_path: str,
-        *,
-        max_inline_bytes: int,
-        max_capture_bytes: int | None = None,
-        timeout: int | None = None,
-    ) -> ExecuteOffloadResult:
-        """`execute_with_offload()` on the caller's event loop."""
+        documents; a smaller output comes back whole and leaves no file. `timeout` as for
+        `execute()` (a timed-out command is not offloaded; what it printed stays at
+        `capture_path`). Where `capture_path` cannot be written, the command runs as
+        `execute()` does. `stderr_prefix` does not apply: the file holds what was printed."""
         limit: Any = DEFAULT if timeout is None else execute_timeout(timeout)
         cap = OFFLOAD_MAX_CAPTURE_BYTES if max_capture_bytes is None else max_capture_bytes
         try:
@@ -398,14 +343,11 @@ class OpenSandboxBackend(NativeFiles):
     def upload_dir(
         self, local_dir: str | os.PathLike[str], remote_dir: str, **options: Unpack[UploadOptions]
     ) -> DirectoryUpload:
-        """Copy a local directory tree into the sandbox at `remote_dir` (absolute, like every
-        path here), leaving secrets behind: `.env`, `.env.*`, `.ssh/`, `.aws/`, `.gnupg/`,
-        `*.pem`, `*.key`, `id_rsa*`, `.netrc`, `.git-credentials`, `.npmrc`, `.pypirc`, `*.p12`
-        and the rest of `opensandbox_core.SECRET_PATTERNS`. Options: `include_secrets=True`
-        uploads them; `exclude` adds patterns (`["node_modules/", "*.log"]`); `concurrency`
-        (8 files at once) and `timeout` (per file). Symlinks never lead out of the tree. Returns
-        what was uploaded and what was skipped, and why (`opensandbox_core.DirectoryUpload`).
-        """
+        """Copy a local directory tree into the sandbox at `remote_dir` (absolute), leaving
+        secrets behind (`opensandbox_core.SECRET_PATTERNS`: `.env`, `.ssh/`, `*.pem`, ...).
+        Options: `include_secrets=True`, `exclude` (more patterns, `["node_modules/"]`),
+        `concurrency` (8 files at once), `timeout` (per file). Symlinks never lead out of the
+        tree. Returns what was uploaded and what was skipped, and why."""
         return self._run(self.aupload_dir(local_dir, remote_dir, **options))
 
     async def aupload_dir(
@@ -418,3 +360,6 @@ class OpenSandboxBackend(NativeFiles):
                 f"{remote_dir!r}."
             )
         return await upload_directory(self._session, local_dir, remote_dir, **options)
+
+
+blocking_twin(OpenSandboxBackend, "execute_with_offload")

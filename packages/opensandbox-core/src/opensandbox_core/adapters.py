@@ -1,0 +1,52 @@
+"""Building blocks for a framework adapter, framework-neutral (no I/O unless awaited).
+
+Keyword tables and signatures (`takes_keywords`), a command's output shaped for an agent
+(`combined_output`, `PreviewLayout` for an output left in the sandbox), the commands and parsers
+behind `DirectoryLister` (`ls_argv`, `FIND_LISTING`, ...) and `edit_file`
+(`choose_replacement`), a grep that reads files as Python does (`grep_universal`), and
+provisioning from the environment or a snapshot (`image_from_env`, `restore_spec`). Listed in
+`docs/core.md#building-an-adapter`; the names stay the same within a minor version.
+"""
+
+from ._agent._editing import EDIT_READ_LIMIT, FILE_ERRORS, choose_replacement
+from ._agent._grep import grep_universal, python_glob, universal_lines
+from ._agent._listing import (
+    C_LOCALE,
+    FIND_LISTING,
+    PATH_ERRORS,
+    ls_argv,
+    parse_find_listing,
+    parse_ls,
+    path_error,
+    unescape_name,
+)
+from ._agent._output import PreviewLayout, combined_output, head_lines, tail_lines
+from ._agent._provision import IMAGE_ENV, find_snapshot, image_from_env, restore_spec
+from ._keywords import takes_keywords, takes_keywords_after_id
+
+__all__ = [
+    "C_LOCALE",
+    "EDIT_READ_LIMIT",
+    "FILE_ERRORS",
+    "FIND_LISTING",
+    "IMAGE_ENV",
+    "PATH_ERRORS",
+    "PreviewLayout",
+    "choose_replacement",
+    "combined_output",
+    "find_snapshot",
+    "grep_universal",
+    "head_lines",
+    "image_from_env",
+    "ls_argv",
+    "parse_find_listing",
+    "parse_ls",
+    "path_error",
+    "python_glob",
+    "restore_spec",
+    "tail_lines",
+    "takes_keywords",
+    "takes_keywords_after_id",
+    "unescape_name",
+    "universal_lines",
+]
