@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import errno
 import time
-from collections.abc import Callable, Coroutine, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from types import MappingProxyType
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from deepagents.backends import utils as deepagents_utils
 from deepagents.backends.protocol import (
@@ -41,9 +41,8 @@ from opensandbox_core import (
     NotTextError,
     OutputLimitError,
     edit_file,
-    run_blocking,
 )
-from opensandbox_core.adapters import FILE_ERRORS
+from opensandbox_core.adapters import FILE_ERRORS, SessionHandle
 
 from ._grep import native_grep
 from ._mapping import check_transfer_path, transfer_error
@@ -62,8 +61,6 @@ from ._texts import (
 )
 
 __all__ = ["NativeFiles", "native_glob", "native_read", "plain_output", "plain_requested"]
-
-T = TypeVar("T")
 
 _PLAIN: ContextVar[bool] = ContextVar("osb_plain_output", default=False)
 
@@ -188,17 +185,13 @@ async def native_glob(
     )
 
 
-class NativeFiles(BaseSandbox):
+class NativeFiles(BaseSandbox, SessionHandle):
     """BaseSandbox's file operations on `self._session`, the backend's core session, which
     keeps what they learn (page indexes, read-ahead; `_lister`: whether `ls` can quote names)."""
 
     def __init__(self, session: AsyncSandboxSession) -> None:
         self._session = session
         self._lister = DirectoryLister(session)
-
-    @staticmethod
-    def _run(coro: Coroutine[Any, Any, T]) -> T:
-        return run_blocking(coro)
 
     def upload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
         """Write files (parents created, existing files replaced); one result per file, in order."""

@@ -1,6 +1,6 @@
 """Building blocks for a framework adapter, framework-neutral (no I/O unless awaited).
 
-Keyword tables and signatures (`takes_keywords`), a command's output shaped for an agent
+Keyword tables and signatures (`SessionKeywords`, `takes_keywords`), a backend's lifecycle (`SessionHandle`), a command's output shaped for an agent
 (`combined_output`, `PreviewLayout` for an output left in the sandbox), the commands and parsers
 behind `DirectoryLister` (`ls_argv`, `FIND_LISTING`, ...) and `edit_file`
 (`choose_replacement`), a grep that reads files as Python does (`grep_universal`), and
@@ -10,6 +10,8 @@ provisioning from the environment or a snapshot (`image_from_env`, `restore_spec
 
 from ._agent._editing import EDIT_READ_LIMIT, FILE_ERRORS, choose_replacement
 from ._agent._grep import grep_universal, python_glob, universal_lines
+from ._agent._handle import SessionHandle
+from ._agent._keywords import SessionKeywords
 from ._agent._listing import (
     C_LOCALE,
     FIND_LISTING,
@@ -32,6 +34,8 @@ __all__ = [
     "IMAGE_ENV",
     "PATH_ERRORS",
     "PreviewLayout",
+    "SessionHandle",
+    "SessionKeywords",
     "choose_replacement",
     "combined_output",
     "find_snapshot",
