@@ -25,18 +25,14 @@ from opensandbox_core import (
     CommandTimeoutError,
     CreateGuard,
     DirectoryUpload,
-    Framing,
-    OutputLimitError,
-    ServerError,
     UploadOptions,
-    decode_output,
     upload_directory,
 )
-from opensandbox_core.adapters import combined_output
+from opensandbox_core.adapters import run_for_agent
 
 from ._filesystem import NativeFiles, blocking_twin, plain_requested
 from ._mapping import execute_timeout
-from ._offload import PREVIEW_BYTES, TIMEOUT_EXIT_CODE, offload_result, timed_out_result
+from ._offload import PREVIEW_BYTES, offload_result, timed_out_result
 from ._options import (
     DEFAULT_IMAGE,
     AttachOptions,
@@ -49,18 +45,6 @@ from ._texts import OFFLOAD_MAX_CAPTURE_BYTES
 __all__ = ["DEFAULT_IMAGE", "OpenSandboxBackend"]
 
 logger = logging.getLogger(__name__)
-
-
-def _timed_out(exc: CommandTimeoutError, stderr_prefix: str | None = None) -> ExecuteResponse:
-    output = combined_output(exc.stdout, exc.stderr, stderr_prefix)
-    if output and not output.endswith("\n"):
-        output += "\n"
-    output += (
-        f"Error: the command timed out after {exc.timeout:g} seconds and was stopped; "
-        "the output above is what it printed before that."
-    )
-    # `truncated`: the output cap (the session's `max_output`) cut what it printed before that.
-    return ExecuteResponse(output=output, exit_code=TIMEOUT_EXIT_CODE, truncated=exc.truncated)
 
 
 class OpenSandboxBackend(NativeFiles):
@@ -183,26 +167,10 @@ class OpenSandboxBackend(NativeFiles):
 
     async def _execute(self, command: str, timeout: int | None, *, plain: bool) -> ExecuteResponse:
         limit: Any = DEFAULT if timeout is None else execute_timeout(timeout)
-        if plain and self._stderr_prefix is None and self._session.framing is not Framing.MODERN:
-            try:
-                exact = await self._session.run_bytes(command, timeout=limit)
-            except (CommandTimeoutError, OutputLimitError, ServerError):
-                exact = None  # run as it is, below, for the command's own output and timeout
-            if exact is not None and not exact.stderr:
-                output = decode_output(exact.stdout)
-                return ExecuteResponse(output=output, exit_code=exact.exit_code, truncated=False)
-        try:
-            result = await self._session.run(command, timeout=limit)
-        except CommandTimeoutError as exc:
-            return _timed_out(exc, self._stderr_prefix)
-        output = (
-            result.output
-            if self._stderr_prefix is None
-            else combined_output(result.stdout, result.stderr, self._stderr_prefix)
+        ran = await run_for_agent(
+            self._session, command, timeout=limit, stderr_prefix=self._stderr_prefix, plain=plain
         )
-        return ExecuteResponse(
-            output=output, exit_code=result.exit_code, truncated=result.truncated
-        )
+        return ExecuteResponse(output=ran.output, exit_code=ran.exit_code, truncated=ran.truncated)
 
     async def aexecute_with_offload(
         self,

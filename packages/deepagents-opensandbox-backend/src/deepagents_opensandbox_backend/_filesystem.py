@@ -10,12 +10,9 @@ file operation. Details: docs/deepagents.md#native-file-operations.
 
 from __future__ import annotations
 
-import errno
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from types import MappingProxyType
 from typing import Any, Final
 
 from deepagents.backends import utils as deepagents_utils
@@ -24,6 +21,7 @@ from deepagents.backends.protocol import (
     DeleteResult,
     EditResult,
     FileDownloadResponse,
+    FileInfo,
     FileUploadResponse,
     GlobResult,
     GrepResult,
@@ -36,13 +34,12 @@ from deepagents.backends.sandbox import BaseSandbox
 from opensandbox_core import (
     DEFAULT,
     AsyncSandboxSession,
-    ConfigurationError,
     DirectoryLister,
     NotTextError,
     OutputLimitError,
     edit_file,
 )
-from opensandbox_core.adapters import FILE_ERRORS, SessionHandle
+from opensandbox_core.adapters import FILE_ERRORS, SessionHandle, match_files
 
 from ._grep import native_grep
 from ._mapping import check_transfer_path, transfer_error
@@ -72,14 +69,7 @@ SHARED_CONTRACT: Final = _compile is not None and _refused is not None
 """Whether the installed deepagents has the shared glob contract (0.7.30 on)."""
 MAX_MATCHES: Final = 10_000
 TIME_BUDGET: Final = 5.0
-ROOT_ERRORS: Final[Mapping[int, str]] = MappingProxyType(
-    {
-        errno.ENOENT: "path_not_found",
-        errno.ENOTDIR: "not_a_directory",
-        errno.EACCES: "permission_denied",
-    }
-)
-"""errno of the walk's root error  ->  the code BaseSandbox's glob script gives."""
+"""BaseSandbox's glob budgets: a walk near them is left to its own glob."""
 
 
 @contextmanager
@@ -162,27 +152,13 @@ async def native_glob(
         include = _compile(pattern)
     except _refused:
         return None  # BaseSandbox reports it, in its words
-    started = time.monotonic()
-    try:
-        found = await session.walk_files(path)
-    except OSError as exc:
-        code = ROOT_ERRORS.get(exc.errno or 0) if exc.filename == path else None
-        return GlobResult(matches=None, error=f"Path '{path}': {code}") if code else None
-    except (OutputLimitError, ConfigurationError):
-        return None  # a cut walk, a path the core refuses: BaseSandbox's walk decides
-    if time.monotonic() - started > TIME_BUDGET * 0.8:
-        return None
-    matches = sorted(
-        rel for rel in (entry.relative.replace("\\", "/") for entry in found) if include(rel)
+    found = await match_files(
+        session, path, include, max_matches=MAX_MATCHES, time_budget=TIME_BUDGET * 0.8
     )
-    if len(matches) >= MAX_MATCHES:
-        return None  # BaseSandbox stops at its cap, in its own walk order
-    base = path.rstrip("/")
-    return GlobResult(
-        matches=[{"path": f"{base}/{rel}", "is_dir": False} for rel in matches],
-        truncated=False,
-        truncation_reason=None,
-    )
+    if found is None or found.paths is None:
+        return GlobResult(matches=None, error=f"Path '{path}': {found.error}") if found else None
+    infos: list[FileInfo] = [{"path": p, "is_dir": False} for p in found.paths]
+    return GlobResult(matches=infos, truncated=False, truncation_reason=None)
 
 
 class NativeFiles(BaseSandbox, SessionHandle):

@@ -1,15 +1,10 @@
 """`ThreadSandboxBackend`: one sandbox per LangGraph thread, found again through its metadata.
 
-Deep Agents 0.7 takes a backend instance, not a factory, so the per-thread choice happens on each
-call: the backend reads the running graph's `thread_id` (`langgraph.config.get_config()`) and
-runs the call on that thread's `OpenSandboxBackend` (`ForwardingBackend`).
-
-Finding, creating and destroying a thread's sandbox is the core's `KeyedSandboxes` (one sandbox
-per key, found again by any process through two metadata labels, racing first calls settled by
-create-then-elect; see `opensandbox_core._fleet._keyed`), with the thread id as the key and this
-package's label names (`NAMESPACE_METADATA_KEY`, `THREAD_METADATA_KEY`). Ownership: a thread's
-sandbox belongs to the thread; nothing here destroys it except `destroy_thread()`, and the idle
-`timeout` removes those of abandoned threads. `close()` only releases local connections.
+Each call reads the running graph's `thread_id` and runs on that thread's `OpenSandboxBackend`
+(`ForwardingBackend`). Finding, creating and destroying a thread's sandbox is the core's
+`KeyedSandboxes` with the thread id as the key. A thread's sandbox belongs to the thread: only
+`destroy_thread()` deletes it, or the idle `timeout` when nobody finishes the thread.
+Guide: docs/threads.md.
 """
 
 from __future__ import annotations
@@ -37,26 +32,16 @@ class ThreadSandboxBackend(ForwardingBackend):
     """A Deep Agents backend that gives every LangGraph thread a sandbox of its own.
 
     ```python
-    from deepagents import create_deep_agent
-    from langgraph.checkpoint.sqlite import SqliteSaver
-    from deepagents_opensandbox_backend import ThreadSandboxBackend
-
     backend = ThreadSandboxBackend(namespace="my-app")
     agent = create_deep_agent(model=..., backend=backend, checkpointer=SqliteSaver(conn))
     agent.invoke({"messages": "..."}, {"configurable": {"thread_id": "ticket-42"}})
     backend.destroy_thread("ticket-42")  # when the thread is finished
     ```
 
-    The first operation of a thread creates its sandbox (or, in a new process, finds it again
-    through its metadata); later operations of that thread reuse it, in this process and in any
-    other with the same `namespace` and server. The keyword arguments are `ThreadOptions`'
-    fields: those of `OpenSandboxBackend.create()`, plus `namespace` (separates applications
-    sharing one server: letters, digits, `-`, `_`, `.`, at most 63 characters) and
-    `settle_timeout` (how long a racing first call may take to agree on the thread's sandbox).
-
-    `timeout` (idle lifetime, default 30 minutes, renewed by every operation) is what removes the
-    sandboxes of threads nobody finishes; `None` keeps them until `destroy_thread()`.
-    Construction does no I/O.
+    A thread's first operation creates its sandbox (or finds it again, in any process with the
+    same `namespace` and server); later ones reuse it. The keywords are `ThreadOptions`': those
+    of `OpenSandboxBackend.create()`, plus `namespace` and `settle_timeout`. Construction does
+    no I/O.
     """
 
     @takes_options(ThreadOptions)
@@ -153,11 +138,6 @@ class ThreadSandboxBackend(ForwardingBackend):
         """The id of this thread's sandbox on the server, or None (never creates one)."""
         self.thread_key(thread_id)
         return await self._keys.find(thread_id)
-
-    async def _attach(self, sandbox_id: str) -> OpenSandboxBackend:
-        session = self._attach_session(sandbox_id)
-        await session.start()
-        return self._backend(session)
 
     def destroy_thread(self, thread_id: str) -> list[str]:
         """Delete this thread's sandbox (files included); returns the ids deleted.
