@@ -1,13 +1,7 @@
-"""`ForwardingBackend`: every operation of Deep Agents' sandbox protocol, forwarded to the
-`OpenSandboxBackend` that the subclass picks for the call (`_current()` / `_acurrent()`).
-
-`ThreadSandboxBackend` picks the current LangGraph thread's sandbox, `TimeTravelSandboxBackend`
-the one holding the current branch's files. Each protocol operation (`OPERATIONS`) is defined on
-the class, sync and async, as a forwarder to the chosen backend's method of that name (with its
-signature and docstring, `inspect.signature` follows `__wrapped__`), so none of them falls back to
-BaseSandbox's `python3 -c` scripts through `execute`.
-`tests/unit/deepagents_backend/test_protocol_coverage.py` fails when a protocol method of any
-exported class comes from BaseSandbox (an operation a new deepagents release adds included).
+"""`ForwardingBackend`: every operation of Deep Agents' sandbox protocol (`OPERATIONS`, sync
+and async), forwarded to the `OpenSandboxBackend` the subclass picks for the call (`_current()`
+/ `_acurrent()`), with that method's signature and docstring: none falls back to BaseSandbox's
+scripts (`tests/unit/deepagents_backend/test_protocol_coverage.py` checks every exported class).
 """
 
 from __future__ import annotations

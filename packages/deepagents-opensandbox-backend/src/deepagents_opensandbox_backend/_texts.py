@@ -1,11 +1,9 @@
 """The texts of deepagents' `BaseSandbox` that agents see, as this package re-renders them.
 
-Where a native operation answers instead of BaseSandbox's `python3 -c` script, the agent must
-read the same words, so they are written here, once. They match deepagents 0.7.30, 0.7.31 and
-0.7.32 (`deepagents/backends/sandbox.py` is the same in the three releases; read 2026-12-02);
-the differential tests against BaseSandbox's public methods (`tests/live/deepagents_backend/
-test_native_tools.py`, run at both ends of the range by `nox -s deepagents`) fail when a release
-changes one. Texts that deepagents publishes (`TRUNCATION_MARKER_TEMPLATE`) are imported.
+They match deepagents 0.7.30, 0.7.31 and 0.7.32 (`deepagents/backends/sandbox.py` is the same in
+the three releases; read 2026-12-02); the differential tests against BaseSandbox's public methods
+(`tests/live/deepagents_backend/test_native_tools.py`, run at both ends of the range by
+`nox -s deepagents`) fail when a release changes one. Published texts are imported.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ import threading
 
 from opensandbox_core import NAMESPACE_METADATA_KEY as CORE_NAMESPACE_KEY
 from opensandbox_core import AsyncSandboxSession, KeyedSandboxes, run_blocking
-from opensandbox_core import validation as _validate
 
 from ._backend import OpenSandboxBackend
 from ._forward import ForwardingBackend
@@ -50,10 +49,6 @@ class ThreadSandboxBackend(ForwardingBackend):
         self._options = options.sandbox_options()
         self._attach_options = options.attach_options()
         self._connection = options.connection()
-        # Read by subclasses (`TimeTravelSandboxBackend`) to shape the sandboxes they make.
-        self._lifetime = self._options.sandbox_spec().lifetime
-        self._working_dir = options.working_dir
-        self._command_timeout = _validate.idle_lifetime(options.command_timeout, "command_timeout")
         self._keys = KeyedSandboxes(
             namespace=options.namespace,
             connection=self._connection,

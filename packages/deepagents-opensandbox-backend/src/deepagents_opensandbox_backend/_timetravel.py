@@ -12,9 +12,10 @@ snapshots; `destroy_thread()` deletes them all. Costs and limits: docs/threads.m
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, NotRequired, TypedDict
+from typing import Annotated, Any, NotRequired, TypedDict, cast
 
 from langchain.agents.middleware.types import AgentMiddleware, AgentState
 from langchain_core.messages import ToolMessage
@@ -155,9 +156,9 @@ class TimeTravelSandboxBackend(ThreadSandboxBackend):
             namespace=self.namespace,
             connection=self._connection,
             attach=self._attach_session,
-            lifetime=self._lifetime,
-            working_dir=self._working_dir,
-            default_timeout=self._command_timeout,
+            lifetime=self._options.sandbox_spec().lifetime,
+            working_dir=self._options.working_dir,
+            default_timeout=self._options.session_options()["default_timeout"],
             key_label=THREAD_METADATA_KEY,
             namespace_label=NAMESPACE_METADATA_KEY,
             copy_label=FORK_OF_METADATA_KEY,
@@ -183,9 +184,7 @@ class TimeTravelSandboxBackend(ThreadSandboxBackend):
         record: SandboxFiles | None = (state or {}).get(SANDBOX_FILES_KEY)
         if not record:
             return await self.afor_thread(thread_id), None
-        version = FilesVersion(
-            record["sandbox_id"], record["snapshot_id"], record["marker"], record["seq"]
-        )
+        version = FilesVersion(**record)
         session, moved = await self._files.open(version, owner=self.thread_key(thread_id))
         return self._backend(session), None if moved is None else _record_of(moved)
 
@@ -211,9 +210,4 @@ class TimeTravelSandboxBackend(ThreadSandboxBackend):
 
 
 def _record_of(version: FilesVersion) -> SandboxFiles:
-    return SandboxFiles(
-        sandbox_id=version.sandbox_id,
-        snapshot_id=version.snapshot_id,
-        marker=version.marker,
-        seq=version.seq,
-    )
+    return cast(SandboxFiles, dataclasses.asdict(version))

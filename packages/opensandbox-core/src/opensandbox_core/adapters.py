@@ -27,6 +27,7 @@ from ._agent._listing import (
 from ._agent._output import PreviewLayout, combined_output, head_lines, tail_lines
 from ._agent._provision import IMAGE_ENV, find_snapshot, image_from_env, restore_spec
 from ._agent._run import TIMEOUT_EXIT_CODE, AgentOutput, run_for_agent, timed_out_output
+from ._agent._terminals import ScopedTerminalTools
 from ._keywords import takes_keywords, takes_keywords_after_id
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "AgentOutput",
     "FileMatches",
     "PreviewLayout",
+    "ScopedTerminalTools",
     "SessionHandle",
     "SessionKeywords",
     "choose_replacement",
