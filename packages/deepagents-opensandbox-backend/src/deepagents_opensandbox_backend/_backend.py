@@ -25,14 +25,15 @@ from opensandbox_core import (
     CommandTimeoutError,
     CreateGuard,
     DirectoryUpload,
+    OffloadedRun,
     UploadOptions,
+    decode_output,
     upload_directory,
 )
-from opensandbox_core.adapters import run_for_agent
+from opensandbox_core.adapters import TIMEOUT_EXIT_CODE, run_for_agent
 
 from ._filesystem import NativeFiles, blocking_twin, plain_requested
 from ._mapping import execute_timeout
-from ._offload import PREVIEW_BYTES, offload_result, timed_out_result
 from ._options import (
     DEFAULT_IMAGE,
     AttachOptions,
@@ -40,19 +41,45 @@ from ._options import (
     takes_options,
     takes_options_after_id,
 )
-from ._texts import OFFLOAD_MAX_CAPTURE_BYTES
+from ._texts import OFFLOAD_MAX_CAPTURE_BYTES, OFFLOAD_PREVIEW
 
 __all__ = ["DEFAULT_IMAGE", "OpenSandboxBackend"]
 
 logger = logging.getLogger(__name__)
 
 
-class OpenSandboxBackend(NativeFiles):
-    """A Deep Agents sandbox backend on a self-hosted OpenSandbox server.
+def offload_result(run: OffloadedRun) -> ExecuteOffloadResult:
+    """The protocol's result for a finished `run_offloaded`: the whole output when small, else
+    a preview cut as the protocol's shell wrapper cuts it (`OFFLOAD_PREVIEW`)."""
+    if run.output is not None:
+        response = ExecuteResponse(
+            output=run.output, exit_code=run.exit_code, truncated=run.truncated
+        )
+        return ExecuteOffloadResult(offloaded=False, response=response)
+    preview, marker = OFFLOAD_PREVIEW.preview(run)
+    response = ExecuteResponse(
+        output=decode_output(preview), exit_code=run.exit_code, truncated=run.truncated
+    )
+    return ExecuteOffloadResult(
+        offloaded=True, response=response, preview_has_truncation_marker=marker
+    )
 
-    Build it with `OpenSandboxBackend.create(...)` (a new sandbox, owned by this backend) or
-    `OpenSandboxBackend.connect(sandbox_id)` (an existing one, never destroyed by this backend
-    unless asked). `backend.id` is the sandbox id to hand to another process or framework.
+
+def timed_out_result(exc: CommandTimeoutError, capture_path: str) -> ExecuteOffloadResult:
+    """A command stopped at its timeout, reported as `execute()` reports one; what it printed
+    until then is in the capture file, which is named."""
+    output = (
+        f"Error: the command timed out after {exc.timeout:g} seconds and was stopped; what it "
+        f"printed before that is in {capture_path} (its last few KiB may be missing)."
+    )
+    response = ExecuteResponse(output=output, exit_code=TIMEOUT_EXIT_CODE, truncated=False)
+    return ExecuteOffloadResult(offloaded=False, response=response)
+
+
+class OpenSandboxBackend(NativeFiles):
+    """A Deep Agents sandbox backend on a self-hosted OpenSandbox server: `create(...)` (a new
+    sandbox, owned by this backend) or `connect(sandbox_id)` (an existing one, never destroyed
+    by this backend unless asked); `backend.id` is the id to hand to another process.
 
     ```python
     with OpenSandboxBackend.create(api_key="...") as backend:
@@ -81,15 +108,9 @@ class OpenSandboxBackend(NativeFiles):
     @classmethod
     @takes_options(SandboxOptions)
     def create(cls, options: SandboxOptions) -> OpenSandboxBackend:
-        """Create a sandbox and return a backend that owns it (`kill()` deletes it).
-
-        The keyword-only arguments are `SandboxOptions`' fields: `domain`, `image`,
-        `entrypoint`, `api_key`, `use_server_proxy`, `timeout` (idle lifetime, 30 minutes),
-        `spec` (an `opensandbox_core.SandboxSpec` instead of the keywords describing the
-        sandbox), `env`, `resource`, `allow_internet_access`, `network_policy`, `volumes`,
-        `metadata`, `command_timeout`, `working_dir`, `ready_timeout`, `stderr_prefix`.
-        A failed create leaves no sandbox behind; so does Ctrl-C.
-        """
+        """Create a sandbox and return a backend that owns it (`kill()` deletes it). The
+        keywords are `SandboxOptions`' (the README's parameter table); a failed or interrupted
+        create leaves no sandbox behind."""
         return cls._created(options)
 
     @classmethod
@@ -117,15 +138,9 @@ class OpenSandboxBackend(NativeFiles):
     @classmethod
     @takes_options_after_id(AttachOptions)
     def connect(cls, sandbox_id: str, options: AttachOptions) -> OpenSandboxBackend:
-        """Attach to an existing sandbox (for example one a Pydantic AI agent created).
-
-        The sandbox must exist (`SandboxUnavailableError` otherwise); it is never replaced and
-        never deleted by this backend unless `kill(force=True)` is called. The keyword arguments
-        are `AttachOptions`' fields: `domain`, `api_key`, `use_server_proxy`, `timeout` (when
-        given, renews the sandbox's idle lifetime to that value on each operation; `None`
-        leaves the lifetime its creator set), `command_timeout`, `working_dir`, `env`,
-        `stderr_prefix`.
-        """
+        """Attach to an existing sandbox, which must exist (`SandboxUnavailableError`); it is
+        never deleted by this backend unless `kill(force=True)`. The keywords are
+        `AttachOptions`' (`timeout`, when given, renews the idle lifetime to it)."""
         backend = cls(options.attach(sandbox_id), stderr_prefix=options.stderr_prefix)
         backend._run(backend._session.start())
         return backend
@@ -196,7 +211,7 @@ class OpenSandboxBackend(NativeFiles):
                 capture_path,
                 max_bytes=cap,
                 inline_limit=max_inline_bytes,
-                preview_bytes=PREVIEW_BYTES,
+                preview_bytes=OFFLOAD_PREVIEW.read_bytes,
                 timeout=limit,
             )
         except CommandTimeoutError as exc:

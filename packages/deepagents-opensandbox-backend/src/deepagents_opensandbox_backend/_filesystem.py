@@ -317,18 +317,22 @@ class NativeFiles(BaseSandbox, SessionHandle):
         return DeleteResult(path=file_path)
 
 
+def install(cls: type, name: str, method: Callable[..., Any], wrapped: Any) -> None:
+    """Define `cls.<name>` as `method`, with `wrapped`'s docstring and signature."""
+    method.__name__ = name
+    method.__qualname__ = f"{cls.__name__}.{name}"
+    method.__doc__ = wrapped.__doc__
+    setattr(method, "__wrapped__", wrapped)  # noqa: B010 - `inspect.signature` follows it
+    setattr(cls, name, method)
+
+
 def blocking_twin(cls: type, name: str) -> None:
     """Define `cls.<name>` as the blocking twin of `cls.a<name>` (same signature and docs)."""
-    twin = getattr(cls, "a" + name)
 
     def method(self: NativeFiles, *args: Any, **kwargs: Any) -> Any:
         return self._run(getattr(self, "a" + name)(*args, **kwargs))
 
-    method.__name__ = name
-    method.__qualname__ = f"{cls.__name__}.{name}"
-    method.__doc__ = twin.__doc__
-    setattr(method, "__wrapped__", twin)  # noqa: B010 - `inspect.signature` follows it
-    setattr(cls, name, method)
+    install(cls, name, method, getattr(cls, "a" + name))
 
 
 for _name in ("write", "ls", "edit", "read", "delete"):

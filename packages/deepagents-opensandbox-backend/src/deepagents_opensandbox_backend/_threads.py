@@ -1,7 +1,9 @@
 """`ThreadSandboxBackend`: one sandbox per LangGraph thread, found again through its metadata.
 
-Each call reads the running graph's `thread_id` and runs on that thread's `OpenSandboxBackend`
-(`ForwardingBackend`). Finding, creating and destroying a thread's sandbox is the core's
+Each call reads the running graph's `thread_id` and runs on that thread's `OpenSandboxBackend`:
+`ForwardingBackend` defines every protocol operation (`OPERATIONS`, sync and async) as a
+forwarder with that method's signature and docstring, so none falls back to BaseSandbox's
+scripts (`tests/unit/deepagents_backend/test_protocol_coverage.py` checks every exported class). Finding, creating and destroying a thread's sandbox is the core's
 `KeyedSandboxes` with the thread id as the key. A thread's sandbox belongs to the thread: only
 `destroy_thread()` deletes it, or the idle `timeout` when nobody finishes the thread.
 Guide: docs/threads.md.
@@ -11,20 +13,77 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
+
+from deepagents.backends.sandbox import BaseSandbox
 
 from opensandbox_core import NAMESPACE_METADATA_KEY as CORE_NAMESPACE_KEY
 from opensandbox_core import AsyncSandboxSession, KeyedSandboxes, run_blocking
 
 from ._backend import OpenSandboxBackend
-from ._forward import ForwardingBackend
+from ._filesystem import install
 from ._options import ThreadOptions, takes_options
 
-__all__ = ["NAMESPACE_METADATA_KEY", "THREAD_METADATA_KEY", "ThreadSandboxBackend"]
+__all__ = [
+    "NAMESPACE_METADATA_KEY",
+    "OPERATIONS",
+    "THREAD_METADATA_KEY",
+    "ForwardingBackend",
+    "ThreadSandboxBackend",
+]
 
 NAMESPACE_METADATA_KEY = CORE_NAMESPACE_KEY
 """Metadata label holding the `namespace` of the `ThreadSandboxBackend` that made the sandbox."""
 THREAD_METADATA_KEY = "opensandbox-agents.thread"
 """Metadata label holding a digest of (namespace, thread id); see `ThreadSandboxBackend.thread_key`."""
+
+
+OPERATIONS = (
+    "execute",
+    "execute_with_offload",
+    "upload_files",
+    "download_files",
+    "ls",
+    "read",
+    "write",
+    "edit",
+    "glob",
+    "grep",
+    "delete",
+)
+"""The protocol's operations; each has an async twin named with an `a` in front."""
+
+
+class ForwardingBackend(BaseSandbox):
+    """A Deep Agents backend whose every operation runs on the `OpenSandboxBackend` that
+    `_current()` (blocking) or `_acurrent()` (async) returns for the call."""
+
+    enable_capture_offload = True
+    """`execute_with_offload` leaves a large output in the sandbox (see `OpenSandboxBackend`)."""
+
+    def _current(self) -> OpenSandboxBackend:
+        raise NotImplementedError
+
+    async def _acurrent(self) -> OpenSandboxBackend:
+        raise NotImplementedError
+
+
+def _forward(name: str) -> None:
+    """Define the blocking and async forwarders of the operation `name`."""
+
+    def forward(self: ForwardingBackend, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self._current(), name)(*args, **kwargs)
+
+    async def aforward(self: ForwardingBackend, *args: Any, **kwargs: Any) -> Any:
+        return await getattr(await self._acurrent(), "a" + name)(*args, **kwargs)
+
+    for method, target in ((forward, name), (aforward, "a" + name)):
+        install(ForwardingBackend, target, method, getattr(OpenSandboxBackend, target))
+
+
+for _operation in OPERATIONS:
+    _forward(_operation)
+del _operation
 
 
 class ThreadSandboxBackend(ForwardingBackend):
