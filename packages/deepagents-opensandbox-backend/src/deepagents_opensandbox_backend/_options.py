@@ -1,18 +1,10 @@
 """The keywords of the Deep Agents backends, and where each one goes in the core: one table.
 
 `SPEC_FIELDS` maps each keyword describing a new sandbox to its `SandboxSpec` field; the others
-are the connection's (`domain`, `api_key`, `use_server_proxy`) or the session's (`env`,
-`working_dir`, `command_timeout`, `timeout` when attaching). The declarations (names, types,
-defaults) are the frozen dataclasses below, checked when built (no I/O); the core's
-`takes_keywords` gives a method the signature of one of them. What each keyword means: the
-package README's parameter table; every keyword of both adapters with its core name:
-`docs/core.md#one-description-of-a-sandbox`.
-
-| class            | used by                     | adds                                   |
-|------------------|-----------------------------|----------------------------------------|
-| `AttachOptions`  | `connect`, `aconnect`       | server, lifetime renewal, commands     |
-| `SandboxOptions` | `create`, `acreate`         | what a new sandbox looks like, `spec`  |
-| `ThreadOptions`  | `ThreadSandboxBackend(...)` | `namespace`, `settle_timeout`          |
+are the connection's or the session's (the core's `SessionKeywords`). `AttachOptions`
+(`connect`), `SandboxOptions` (`create`) and `ThreadOptions` (`ThreadSandboxBackend`) declare
+them, checked when built (no I/O); `takes_options` gives a method one's signature. Every keyword
+of both adapters with its core name: `docs/core.md#one-description-of-a-sandbox`.
 """
 
 from __future__ import annotations

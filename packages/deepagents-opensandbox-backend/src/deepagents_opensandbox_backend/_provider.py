@@ -1,15 +1,8 @@
-"""`OpenSandboxProvider`: the `opensandbox` sandbox provider of deepagents-code.
-
-Registered in the entry-point group `deepagents_code.sandbox_providers`, so
-`dcode --sandbox opensandbox` works in a sandbox on your own server. It follows deepagents-code
-0.1.88's `SandboxProvider` contract: `get_or_create(*, sandbox_id=None, **kwargs)` attaches to
-`sandbox_id` (a missing one raises deepagents-code's `SandboxNotFoundError`) or creates a sandbox
-from `OpenSandboxBackend.create()`'s options plus `snapshot` (a snapshot's name or id; the image,
-when not given, from `OPEN_SANDBOX_IMAGE`); `delete(*, sandbox_id)` deletes only a sandbox this
-provider object created unless `force=True`. Guide: docs/deepagents-code.md.
-
-Importing this module does not need deepagents-code: the class subclasses its
-`SandboxProvider` when that is installed, and is a plain class otherwise.
+"""`OpenSandboxProvider`: the `opensandbox` sandbox provider of deepagents-code (entry point
+group `deepagents_code.sandbox_providers`; contract of deepagents-code 0.1.88's
+`SandboxProvider`). Importing it does not need deepagents-code: the class subclasses its
+`SandboxProvider` when that is installed, and is a plain class otherwise. What it does:
+docs/deepagents-code.md.
 """
 
 from __future__ import annotations

@@ -81,14 +81,11 @@ def terminal_tools(backend: Backend, *, max_output: int = 16 * 1024) -> list[Bas
     agent = create_deep_agent(model=..., backend=backend, tools=terminal_tools(backend))
     ```
 
-    `terminal_start` opens a shell or runs a command and returns the terminal's id with its
-    first output; `terminal_send` types keys (`<Enter>`, `<Ctrl-C>`, `<Up>`, ...) and returns
-    what follows; `terminal_read` waits for more output; `terminal_close` ends it. Each waits
-    until the output goes quiet or a given text appears. With a `ThreadSandboxBackend` they work
-    in the current LangGraph thread's sandbox. The terminals stay connected after a run (a
-    later run reaches them by id) until closed or the backend is closed; `TerminalMiddleware`
-    lets go of them when each run ends. `max_output`: bytes of output one result holds at most
-    (the last ones; it says how many it left out).
+    `terminal_start`, `terminal_send` (keys such as `<Enter>`, `<Ctrl-C>`), `terminal_read` and
+    `terminal_close` (the core's `TerminalTools`). With a `ThreadSandboxBackend` they work in
+    the current LangGraph thread's sandbox. Terminals stay connected after a run until closed
+    (`TerminalMiddleware` lets go of them when each run ends). `max_output`: bytes of output one
+    result holds at most (the last ones).
     """
     return _Terminals(backend, max_output).tools()
 
