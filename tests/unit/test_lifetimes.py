@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 
 from deepagents_opensandbox_backend import OpenSandboxBackend as DeepAgentsBackend
-from deepagents_opensandbox_backend._backend import _timed_out
+from deepagents_opensandbox_backend._options import AttachOptions
 from opensandbox_core import CommandTimeoutError, SandboxSpec, defaults
 from opensandbox_core._lifecycle._lifetime import renewal_interval, renewing
+from opensandbox_core.adapters import timed_out_output as _timed_out
 from opensandbox_core.validation import idle_lifetime
 from pydantic_ai_opensandbox import OpenSandbox
 from pydantic_ai_opensandbox import OpenSandboxBackend as PydanticBackend
@@ -52,15 +53,9 @@ def test_no_limit_is_none_everywhere() -> None:
     assert spec is not None and spec.lifetime is None
     # Attaching without a value leaves the lifetime its creator set.
     assert (
-        DeepAgentsBackend._attach_session(
-            "sbx-1",
-            domain=None,
-            api_key=None,
-            use_server_proxy=False,
-            timeout=None,
-            command_timeout=None,
-            working_dir="/workspace",
-        )._life.lifetime
+        AttachOptions(timeout=None, command_timeout=None, working_dir="/workspace")
+        .attach("sbx-1")
+        ._life.lifetime
         is None
     )
 

@@ -553,6 +553,9 @@ CORE = ROOT / "packages/opensandbox-core/src/opensandbox_core"
 ARGUMENT_ERRORS = frozenset({"ConfigurationError", "ArgumentTypeError", "ValueError", "TypeError"})
 
 NOT_ARGUMENT_CHECKS = {
+    ("_agent/_provision.py", "find_snapshot"): (
+        "no ready snapshot of that name or id on the server: known only by asking it"
+    ),
     ("_commands/_background.py", "BackgroundProcess._life"): (
         "a handle built without a session: how the object was made, not a bad argument"
     ),

@@ -16,10 +16,14 @@ from deepagents.backends.protocol import WriteResult
 from deepagents.backends.sandbox import BaseSandbox
 
 from deepagents_opensandbox_backend import DEFAULT_IMAGE, OpenSandboxBackend
-from deepagents_opensandbox_backend._filesystem import plain_output
-from deepagents_opensandbox_backend._read_glob import native_glob, native_read
-from deepagents_opensandbox_backend._tools import LsSupport, native_edit, native_ls
-from opensandbox_core import SandboxSpec, run_blocking
+from deepagents_opensandbox_backend._filesystem import native_glob, native_read, plain_output
+from opensandbox_core import (
+    DirectoryEntry,
+    DirectoryLister,
+    SandboxSpec,
+    edit_file,
+    run_blocking,
+)
 
 ROOT = "/workspace/native-tools"
 MIB = 1024 * 1024
@@ -291,14 +295,14 @@ def test_the_native_paths_answer_without_the_scripts(tools_backend: OpenSandboxB
     session = tools_backend.session
     path = f"{ROOT}/native/one.txt"
     run_blocking(session.write_bytes(path, b"alpha beta\n"))
-    edited = run_blocking(native_edit(session, path, "beta", "gamma", replace_all=False))
+    edited = run_blocking(edit_file(session, path, "beta", "gamma"))
     assert edited is not None and edited.occurrences == 1
     assert run_blocking(session.read_bytes(path)) == b"alpha gamma\n"
-    listed = run_blocking(native_ls(session, f"{ROOT}/native", LsSupport()))
-    assert listed is not None and listed.entries == [{"path": path, "is_dir": False}]
-    hostile = run_blocking(native_ls(session, f"{ROOT}/dir", LsSupport()))
+    listed = run_blocking(DirectoryLister(session).list(f"{ROOT}/native"))
+    assert listed is not None and listed.entries == (DirectoryEntry(path, False),)
+    hostile = run_blocking(DirectoryLister(session).list(f"{ROOT}/dir"))
     assert hostile is not None and hostile.entries is not None
-    assert {*HOSTILE_NAMES, NON_UTF8_NAME} <= {e["path"][len(ROOT) + 5 :] for e in hostile.entries}
+    assert {*HOSTILE_NAMES, NON_UTF8_NAME} <= {e.path[len(ROOT) + 5 :] for e in hostile.entries}
     big = f"{ROOT}/native/big.txt"
     run_blocking(session.write_bytes(big, _text(2 * MIB, b"\n")))
     page = run_blocking(native_read(session, big, 100, 10))  # None would mean: the script

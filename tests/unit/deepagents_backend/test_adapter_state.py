@@ -15,13 +15,19 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from deepagents.backends.protocol import LsResult
 from unit.core._page_files import PageFiles, lines
 
 import deepagents_opensandbox_backend
 from deepagents_opensandbox_backend import OpenSandboxBackend
-from deepagents_opensandbox_backend._tools import LsSupport, native_ls
-from opensandbox_core import AsyncSandboxSession, CommandResult, Connection, SandboxSpec
+from opensandbox_core import (
+    AsyncSandboxSession,
+    CommandResult,
+    Connection,
+    DirectoryEntry,
+    DirectoryLister,
+    DirectoryListing,
+    SandboxSpec,
+)
 
 MIB = 1024 * 1024
 
@@ -77,18 +83,16 @@ class _BusyboxLs:
 
 def test_an_ls_without_quoting_style_is_asked_once_per_backend() -> None:
     session: Any = _BusyboxLs()
-    support = LsSupport()
+    lister = DirectoryLister(session)
 
     async def listings() -> list[object]:
-        return [await native_ls(session, "/d", support) for _ in range(3)]
+        return [await lister.list("/d") for _ in range(3)]
 
-    listing = LsResult(
-        entries=[{"path": "/d/a", "is_dir": False}, {"path": "/d/d", "is_dir": True}]
-    )
+    listing = DirectoryListing("/d", (DirectoryEntry("/d/a", False), DirectoryEntry("/d/d", True)))
     assert asyncio.run(listings()) == [listing] * 3  # listed by `find`, not the script
-    assert session.runs == ["ls", "sh", "sh", "sh"] and support.quoting_style is False
-    # Another backend (its own LsSupport) on the same sandbox id asks for itself.
-    assert asyncio.run(native_ls(session, "/d", LsSupport())) == listing
+    assert session.runs == ["ls", "sh", "sh", "sh"] and lister.quoting_style is False
+    # Another backend (its own lister) on the same sandbox id asks for itself.
+    assert asyncio.run(DirectoryLister(session).list("/d")) == listing
     assert session.runs[4:] == ["ls", "sh"]
 
 

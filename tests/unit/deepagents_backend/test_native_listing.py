@@ -17,13 +17,21 @@ from pathlib import Path
 import pytest
 from deepagents.backends.protocol import LsResult
 
-from deepagents_opensandbox_backend._tools import (
+from deepagents_opensandbox_backend._texts import ls_result
+from opensandbox_core import DirectoryListing
+from opensandbox_core.adapters import (
     FIND_LISTING,
     ls_argv,
     parse_find_listing,
     parse_ls,
     unescape_name,
 )
+
+
+def _as_ls(listing: DirectoryListing | None) -> LsResult | None:
+    """The core's listing as the Deep Agents backend reports it."""
+    return None if listing is None else ls_result(listing.path, listing.entries, listing.error)
+
 
 NAMES = [
     b"plain.txt",
@@ -74,7 +82,7 @@ def test_ls_names_come_back_as_scandir_gives_them(tree: Path) -> None:
     code, stdout, stderr = _run(ls_argv(str(tree)))
     assert stdout.isascii() and all(line for line in stdout[:-1].split("\n"))
     assert "\r" not in stdout and stdout.endswith("\n")
-    listed = parse_ls(str(tree), code, stdout, stderr)
+    listed = _as_ls(parse_ls(str(tree), code, stdout, stderr))
     assert listed is not None and listed.entries is not None
     expected = [
         {"path": os.path.join(str(tree), e.name), "is_dir": e.is_dir(follow_symlinks=False)}
@@ -113,7 +121,7 @@ def test_the_find_listing_gives_scandirs_entries(tree: Path, tmp_path: Path, too
             check=False,
         )
         out, err = done.stdout.decode(), done.stderr.decode()
-        return parse_find_listing(target, done.returncode, out, err)
+        return _as_ls(parse_find_listing(target, done.returncode, out, err))
 
     for target in (str(tree), str(tree) + "/", str(link)):
         expected = [

@@ -7,10 +7,19 @@ from pathlib import Path
 
 import pytest
 from _local_sandbox import LocalSandbox
+from deepagents.backends.protocol import LsResult
 from deepagents.backends.sandbox import BaseSandbox
 
-from deepagents_opensandbox_backend._texts import edit_error
-from deepagents_opensandbox_backend._tools import choose_replacement, ls_argv, parse_ls
+from deepagents_opensandbox_backend._texts import edit_error, ls_result
+from opensandbox_core import adapters
+from opensandbox_core.adapters import choose_replacement, ls_argv
+
+
+def parse_ls(path: str, code: int, out: str, err: str) -> LsResult | None:
+    """The core's parse, as the Deep Agents backend reports it."""
+    listing = adapters.parse_ls(path, code, out, err)
+    return None if listing is None else ls_result(listing.path, listing.entries, listing.error)
+
 
 LOCAL = LocalSandbox()
 

@@ -19,15 +19,12 @@ from _local_sandbox import LocalSandbox
 from deepagents.backends.protocol import ExecuteOffloadResult
 from deepagents.backends.sandbox import BaseSandbox
 
-from deepagents_opensandbox_backend._offload import (
-    PREVIEW_BYTES,
-    head_lines,
-    offload_result,
-    tail_lines,
-)
+from deepagents_opensandbox_backend._backend import offload_result
+from deepagents_opensandbox_backend._texts import OFFLOAD_PREVIEW
 from opensandbox_core import OffloadedRun, decode_output
 from opensandbox_core._commands._capture import CAPTURE_ENV
 from opensandbox_core._commands._offload import _SCRIPT, OFFLOAD_ENV
+from opensandbox_core.adapters import head_lines, tail_lines
 
 MARKER = re.compile(r"osb-offload: (-?[0-9]+) +([0-9]+) +([0-9]+)\n")
 
@@ -52,7 +49,7 @@ def core_offload(command: str, path: Path, *, inline: int, cap: int) -> ExecuteO
         path.unlink()
         run = OffloadedRun(exit_code, None, size, size >= cap, lines, decode_output(data))
     else:
-        head, tail = data[:PREVIEW_BYTES], data[-PREVIEW_BYTES:]
+        head, tail = data[: OFFLOAD_PREVIEW.read_bytes], data[-OFFLOAD_PREVIEW.read_bytes :]
         run = OffloadedRun(exit_code, str(path), size, size >= cap, lines, None, head, tail)
     return offload_result(run)
 

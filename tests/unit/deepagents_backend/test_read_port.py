@@ -13,7 +13,7 @@ from _local_sandbox import LocalFiles, LocalSandbox
 from deepagents.backends.protocol import ReadResult
 from deepagents.backends.sandbox import BaseSandbox
 
-from deepagents_opensandbox_backend._read_glob import native_read
+from deepagents_opensandbox_backend._filesystem import native_read
 from deepagents_opensandbox_backend._texts import text_named
 
 LOCAL = LocalSandbox()

@@ -9,8 +9,7 @@ with OpenSandboxBackend.create(api_key="...") as backend:
     agent.invoke({"messages": "Write and run a script that prints the first ten primes"})
 ```
 
-Verified against deepagents 0.7.32, langchain-tests 1.1.9 and opensandbox-server 1.1.1 on
-2026-11-29. See the package README for setup, security and troubleshooting.
+Setup, security and troubleshooting: the package README; design notes: docs/deepagents.md.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -34,8 +33,7 @@ __version__ = "0.2.0"
 
 
 def __getattr__(name: str) -> Any:
-    # deepagents-code's provider, imported on first use: importing the package never needs
-    # deepagents-code (nor pays for importing it).
+    # deepagents-code's provider, imported on first use (the package never needs deepagents-code)
     if name == "OpenSandboxProvider":
         from ._provider import OpenSandboxProvider
 

@@ -1,36 +1,27 @@
-"""The file operations of `OpenSandboxBackend`, native instead of `python3 -c` scripts.
+"""The file operations of `OpenSandboxBackend`, native instead of BaseSandbox's `python3 -c`
+scripts: the core's uploads, downloads, `DirectoryLister`, `edit_file`, paged `read_lines`,
+`walk_files`, literal grep (`_grep.py`) and `remove`, translated to the protocol's types.
 
-Each has BaseSandbox's exact result (compared on the same sandbox by
-`tests/live/deepagents_backend/test_native_tools.py`); where a native path cannot be exact it
-hands the call to BaseSandbox's script. `write` is one native upload; `read` pages files over
-1 MiB by HTTP Range reads (opensandbox-core's `read_lines`, `_read_glob.py`); `ls` is one argv `ls` command and `edit` a download and
-execd's in-place `/files/replace` (`_tools.py`); `glob` one `find` command matched by
-deepagents' public include-glob matcher (`_read_glob.py`); `delete` the core's `remove` (execd's
-file API, recursive); `grep` the core's literal grep (`_grep.py`).
-
-Only public deepagents names are used. Where the installed deepagents release answers a case
-differently from others (a non-positive `limit`, an empty `old_string`, glob before 0.7.30,
-file types by name), the call goes to BaseSandbox's own public method, so the result is always
-the installed release's.
-
-Uploads and downloads report per file, in order (`TRANSFER_ERRORS` in `_mapping.py`); one bad
-path never fails the batch. A gone sandbox or a server failure raises, like Deep Agents' own
-`FilesystemBackend` does for errors it cannot classify. Paths are absolute in every file
-operation: a relative one is `invalid_path` for `read` as for `write`, uploads and downloads.
+Each answers as BaseSandbox does (`tests/live/deepagents_backend/test_native_tools.py` compares
+them on one sandbox); where a native path cannot be exact, or the installed release answers a
+case its own way, the call goes to BaseSandbox's public method. Paths are absolute in every
+file operation. Details: docs/deepagents.md#native-file-operations.
 """
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import Any, Final
 
+from deepagents.backends import utils as deepagents_utils
 from deepagents.backends.protocol import (
     ASYNC_GREP_TIMEOUT,
     DeleteResult,
     EditResult,
     FileDownloadResponse,
+    FileInfo,
     FileUploadResponse,
     GlobResult,
     GrepResult,
@@ -40,26 +31,51 @@ from deepagents.backends.protocol import (
 )
 from deepagents.backends.sandbox import BaseSandbox
 
-from opensandbox_core import DEFAULT, AsyncSandboxSession, run_blocking
+from opensandbox_core import (
+    DEFAULT,
+    AsyncSandboxSession,
+    DirectoryLister,
+    NotTextError,
+    OutputLimitError,
+    edit_file,
+)
+from opensandbox_core.adapters import FILE_ERRORS, SessionHandle, match_files
 
 from ._grep import native_grep
 from ._mapping import check_transfer_path, transfer_error
-from ._read_glob import native_glob, native_read
-from ._texts import delete_error, delete_not_found, read_error, text_named, write_error
-from ._tools import LsSupport, is_utf8, native_edit, native_ls
+from ._texts import (
+    BASE64_LIMIT,
+    EFFECTIVE_LIMIT,
+    as_base64,
+    delete_error,
+    delete_not_found,
+    edit_error,
+    ls_result,
+    read_error,
+    read_result,
+    text_named,
+    write_error,
+)
 
-__all__ = ["NativeFiles", "plain_output", "plain_requested"]
-
-T = TypeVar("T")
+__all__ = ["NativeFiles", "native_glob", "native_read", "plain_output", "plain_requested"]
 
 _PLAIN: ContextVar[bool] = ContextVar("osb_plain_output", default=False)
+
+_compile: Callable[[str], Callable[[str], bool]] | None = getattr(
+    deepagents_utils, "compile_grep_include_glob", None
+)
+_refused: type[Exception] | None = getattr(deepagents_utils, "InvalidGlobPatternError", None)
+SHARED_CONTRACT: Final = _compile is not None and _refused is not None
+"""Whether the installed deepagents has the shared glob contract (0.7.30 on)."""
+MAX_MATCHES: Final = 10_000
+TIME_BUDGET: Final = 5.0
+"""BaseSandbox's glob budgets: a walk near them is left to its own glob."""
 
 
 @contextmanager
 def plain_output() -> Iterator[None]:
-    """Within this block, the backend's `execute` returns stdout through one base64 line (the
-    core's `run_bytes`), so line-framed execd needs no raw-file read for BaseSandbox's `grep`
-    command (its `-Z` listing holds NUL bytes)."""
+    """Within this block, `execute` returns stdout through one base64 line (the core's
+    `run_bytes`): on line-framed execd no raw-file read for outputs holding NUL bytes."""
     token = _PLAIN.set(True)
     try:
         yield
@@ -71,24 +87,88 @@ def plain_requested() -> bool:
     return _PLAIN.get()
 
 
-class NativeFiles(BaseSandbox):
-    """BaseSandbox's file operations on `self._session` (the backend's core session).
+def is_utf8(text: str) -> bool:
+    """Whether `text` can be encoded as UTF-8 (no lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
-    What the operations learn about the sandbox is kept per backend (so per session), never
-    process-wide: the session's line indexes and read-ahead windows of recently paged files
-    (opensandbox-core's `read_lines`, each checked against the file's version on every page),
-    and `_ls`, whether the sandbox's `ls` can list natively (made empty here: no I/O).
-    """
+
+def _shown(path: object) -> str:
+    return path if isinstance(path, str) else repr(path)
+
+
+def _plain_bounds(offset: object, limit: object) -> bool:
+    """Whether a read window is one every release answers alike (ints, offset >= 0, limit > 0)."""
+    return type(offset) is int and type(limit) is int and offset >= 0 and limit > 0
+
+
+def _editable(file_path: object, old: str, new: str) -> bool:
+    """Whether execd's replace takes this path as it is (no `$`, no `..`) and the strings."""
+    if not isinstance(file_path, str) or not file_path.startswith("/") or "\0" in file_path:
+        return False
+    if "$" in file_path or ".." in file_path.split("/"):
+        return False
+    return is_utf8(file_path) and is_utf8(old) and is_utf8(new)
+
+
+async def native_read(
+    session: AsyncSandboxSession, file_path: str, offset: int, limit: int
+) -> ReadResult | None:
+    """BaseSandbox's `ReadResult` for a text-named file; None where only its script can
+    answer (invalid UTF-8 it decodes, errors it words itself)."""
+    try:
+        page = await session.read_lines(file_path, offset, limit, max_bytes=EFFECTIVE_LIMIT)
+    except NotTextError as exc:
+        if not exc.binary:
+            return None
+        try:  # not UTF-8 in the first 8 KiB: the whole file as base64, as the script does
+            return as_base64(await session.read_bytes(file_path, max_size=BASE64_LIMIT))
+        except (OSError, OutputLimitError):
+            return None
+    except OutputLimitError:
+        return None
+    except OSError as exc:
+        code = FILE_ERRORS.get(exc.errno or 0)
+        return read_error(file_path, code) if code is not None else None
+    return read_result(page)
+
+
+async def native_glob(
+    session: AsyncSandboxSession, pattern: str, path: str | None
+) -> GlobResult | None:
+    """The protocol's glob (regular files under `path` matched by deepagents' public include
+    matcher, sorted, absolute) from the core's walk; None where BaseSandbox's glob answers: a
+    release before the contract, a pattern the matcher refuses, a relative root, a walk that
+    fails or comes near BaseSandbox's budgets."""
+    if not SHARED_CONTRACT or not isinstance(pattern, str) or not pattern:
+        return None
+    if not isinstance(path, str) or not path.startswith("/") or "\0" in path + pattern:
+        return None
+    assert _compile is not None and _refused is not None
+    try:
+        include = _compile(pattern)
+    except _refused:
+        return None  # BaseSandbox reports it, in its words
+    found = await match_files(
+        session, path, include, max_matches=MAX_MATCHES, time_budget=TIME_BUDGET * 0.8
+    )
+    if found is None or found.paths is None:
+        return GlobResult(matches=None, error=f"Path '{path}': {found.error}") if found else None
+    infos: list[FileInfo] = [{"path": p, "is_dir": False} for p in found.paths]
+    return GlobResult(matches=infos, truncated=False, truncation_reason=None)
+
+
+class NativeFiles(BaseSandbox, SessionHandle):
+    """BaseSandbox's file operations on `self._session`, the backend's core session, which
+    keeps what they learn (page indexes, read-ahead; `_lister`: whether `ls` can quote names)."""
 
     def __init__(self, session: AsyncSandboxSession) -> None:
         self._session = session
-        self._ls = LsSupport()
+        self._lister = DirectoryLister(session)
 
-    @staticmethod
-    def _run(coro: Coroutine[Any, Any, T]) -> T:
-        return run_blocking(coro)
-
-    # -- file transfer ----------------------------------------------------------------------
     def upload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
         """Write files (parents created, existing files replaced); one result per file, in order."""
         return self._run(self.aupload_files(files))
@@ -118,121 +198,78 @@ class NativeFiles(BaseSandbox):
 
     async def adownload_files(self, paths: list[str]) -> list[FileDownloadResponse]:
         """`download_files()` on the caller's event loop."""
-        responses: list[FileDownloadResponse | None] = []
-        batch: list[str] = []
-        for path in paths:
-            problem = check_transfer_path(path)
-            responses.append(FileDownloadResponse(path=path, error=problem) if problem else None)
-            if problem is None:
-                batch.append(path)
+        problems = [check_transfer_path(path) for path in paths]
+        batch = [path for path, problem in zip(paths, problems, strict=True) if problem is None]
         results = iter(await self._session.download_files(batch) if batch else [])
         out: list[FileDownloadResponse] = []
-        for response in responses:
-            if response is None:
-                result = next(results)
-                error = transfer_error(result)
-                response = FileDownloadResponse(
-                    path=result.path, content=None if error else result.content, error=error
-                )
-            out.append(response)
+        for path, problem in zip(paths, problems, strict=True):
+            if problem is not None:
+                out.append(FileDownloadResponse(path=path, error=problem))
+                continue
+            result = next(results)
+            error = transfer_error(result)
+            content = None if error else result.content
+            out.append(FileDownloadResponse(path=result.path, content=content, error=error))
         return out
 
-    # -- native file operations -------------------------------------------------------------
-    def write(self, file_path: str, content: str) -> WriteResult:
-        """Create or overwrite a text file (parents created), in one native upload."""
-        return self._run(self.awrite(file_path, content))
-
     async def awrite(self, file_path: str, content: str) -> WriteResult:
-        """`write()` on the caller's event loop."""
+        """Create or overwrite a text file (parents created), in one native upload."""
         responses = await self.aupload_files([(file_path, content.encode("utf-8"))])
         if responses[0].error:
             return write_error(file_path, responses[0].error)
         return WriteResult(path=file_path)
 
-    def ls(self, path: str) -> LsResult:
-        """The entries of a directory in directory order, as BaseSandbox lists them (one argv
-        command instead of a `python3 -c` script; see `_tools.py`)."""
-        return self._run(self.als(path))
-
     async def als(self, path: str) -> LsResult:
-        """`ls()` on the caller's event loop."""
-        result = await native_ls(self._session, path, self._ls)
-        if result is not None:
-            return result
-        return await BaseSandbox.als(self, path)
-
-    def edit(
-        self,
-        file_path: str,
-        old_string: str,
-        new_string: str,
-        replace_all: bool = False,
-    ) -> EditResult:
-        """Replace `old_string` in a text file, as BaseSandbox does (CRLF-aware, one match
-        unless `replace_all`), natively: a download and execd's in-place replace."""
-        return self._run(self.aedit(file_path, old_string, new_string, replace_all))
+        """The entries of a directory in directory order, as BaseSandbox lists them."""
+        if not isinstance(path, str) or "\0" in path or not is_utf8(path):
+            return await BaseSandbox.als(self, path)  # its script decides (or raises)
+        if not path:
+            return ls_result(path, None, "path_not_found")
+        listing = await self._lister.list(path)
+        if listing is None:
+            return await BaseSandbox.als(self, path)
+        return ls_result(path, listing.entries, listing.error)
 
     async def aedit(
-        self,
-        file_path: str,
-        old_string: str,
-        new_string: str,
-        replace_all: bool = False,
+        self, file_path: str, old_string: str, new_string: str, replace_all: bool = False
     ) -> EditResult:
-        """`edit()` on the caller's event loop."""
-        if not old_string:
-            # BaseSandbox's answer (its wording moved between releases), without a sandbox call.
+        """Replace `old_string` in a text file as BaseSandbox does (CRLF-aware, one match unless
+        `replace_all`), natively: a download and execd's in-place replace."""
+        outcome = None
+        if old_string and _editable(file_path, old_string, new_string):
+            outcome = await edit_file(
+                self._session, file_path, old_string, new_string, replace_all=bool(replace_all)
+            )
+        if outcome is None:  # an empty `old_string` included: its wording moved between releases
             return await BaseSandbox.aedit(self, file_path, old_string, new_string, replace_all)
-        result = await native_edit(
-            self._session, file_path, old_string, new_string, replace_all=bool(replace_all)
-        )
-        if result is not None:
-            return result
-        return await BaseSandbox.aedit(self, file_path, old_string, new_string, replace_all)
+        if outcome.error is not None:
+            return edit_error(outcome.error, file_path, old_string)
+        return EditResult(path=file_path, occurrences=outcome.occurrences)
 
     def glob(self, pattern: str, path: str | None = None) -> GlobResult:
-        """Regular files under `path` matching `pattern`, as BaseSandbox finds them (one `find`
-        command and BaseSandbox's own matcher instead of a `python3 -c` walk; `_read_glob.py`)."""
+        """Regular files under `path` matching `pattern`, as BaseSandbox finds them."""
         result = self._run(native_glob(self._session, pattern, path))
-        if result is not None:
-            return result
-        return BaseSandbox.glob(self, pattern, path)
+        return result if result is not None else BaseSandbox.glob(self, pattern, path)
 
     async def aglob(self, pattern: str, path: str | None = None) -> GlobResult:
         """`glob()` on the caller's event loop."""
         result = await native_glob(self._session, pattern, path)
-        if result is not None:
-            return result
-        return await BaseSandbox.aglob(self, pattern, path)
-
-    def read(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
-        """A page of a text file (numbered by the tools), or a binary file as base64.
-
-        Files up to 1 MiB are read whole, once per file version when paged (the bytes kept
-        with the version, size and mtime, checked on every page); larger text files page by
-        HTTP Range reads and a per-file index of line starts checked the same way, so a page
-        costs about one page. Same results as BaseSandbox's script, which
-        still answers the cases the port cannot reproduce (invalid UTF-8 the script decodes).
-        """
-        return self._run(self.aread(file_path, offset, limit))
+        return result if result is not None else await BaseSandbox.aglob(self, pattern, path)
 
     async def aread(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
-        """`read()` on the caller's event loop."""
+        """A page of a text file, or a binary file as base64, as BaseSandbox reads it; files over
+        1 MiB page by HTTP Range reads with a line index (the core's `read_lines`)."""
         if isinstance(file_path, str) and not is_utf8(file_path):
             return await BaseSandbox.aread(self, file_path, offset, limit)  # raises, as it does
         problem = check_transfer_path(file_path)
-        if problem is not None:
-            # One rule for every file operation: paths are absolute (`write("rel.txt")` says the
-            # same), never resolved against a working directory the agent cannot see.
-            return read_error(file_path if isinstance(file_path, str) else repr(file_path), problem)
-        if not (_plain_bounds(offset, limit) and text_named(file_path)):
-            # Media and document types (a table that moves between releases) and degenerate
-            # windows (answered differently by different releases): BaseSandbox's own read.
-            return await BaseSandbox.aread(self, file_path, offset, limit)
-        page = await native_read(self._session, file_path, offset, limit)
-        if page is not None:
-            return page
-        return await BaseSandbox.aread(self, file_path, offset, limit)
+        if problem is not None:  # paths are absolute, in every file operation
+            return read_error(_shown(file_path), problem)
+        page = None
+        if _plain_bounds(offset, limit) and text_named(file_path):
+            page = await native_read(self._session, file_path, offset, limit)
+        # Other file types, degenerate windows (answered differently by different releases),
+        # what only the script can answer: BaseSandbox's own read.
+        return page if page is not None else await BaseSandbox.aread(self, file_path, offset, limit)
 
     def grep(
         self,
@@ -243,8 +280,8 @@ class NativeFiles(BaseSandbox):
         max_count: int | None = None,
     ) -> GrepResult:
         """Lines holding the literal `pattern`, as BaseSandbox's `grep` finds them, from the
-        core's literal grep: one argv command, nothing read by a shell (`_grep.py`)."""
-        return self._run(self._agrep_within(pattern, path, glob, max_count, DEFAULT))
+        core's literal grep: argv only, nothing read by a shell (`_grep.py`)."""
+        return self._run(self._grep(pattern, path, glob, max_count, DEFAULT))
 
     async def agrep(
         self,
@@ -255,49 +292,49 @@ class NativeFiles(BaseSandbox):
         max_count: int | None = None,
     ) -> GrepResult:
         """`grep()` on the caller's event loop, stopped after BaseSandbox's `agrep` budget."""
-        return await self._agrep_within(pattern, path, glob, max_count, ASYNC_GREP_TIMEOUT)
+        return await self._grep(pattern, path, glob, max_count, ASYNC_GREP_TIMEOUT)
 
-    async def _agrep_within(
-        self,
-        pattern: str,
-        path: str | None,
-        glob: str | None,
-        max_count: int | None,
-        timeout: Any,
+    async def _grep(
+        self, pattern: str, path: str | None, glob: str | None, max_count: int | None, timeout: Any
     ) -> GrepResult:
         return await native_grep(
-            self._session,
-            pattern,
-            path,
-            glob,
-            max_count=max_count,
-            exclude_dirs=self.grep_exclude_dirs,
-            timeout=timeout,
+            self._session, pattern, path, glob, max_count, self.grep_exclude_dirs, timeout
         )
 
-    def delete(self, file_path: str) -> DeleteResult:
-        """Delete a file, symlink (not its target) or directory tree, natively (the core's
-        `remove`: execd's file API, no shell `rm`)."""
-        return self._run(self.adelete(file_path))
-
     async def adelete(self, file_path: str) -> DeleteResult:
-        """`delete()` on the caller's event loop."""
+        """Delete a file, symlink (not its target) or directory tree (the core's `remove`)."""
         if isinstance(file_path, str) and not is_utf8(file_path):
             return await BaseSandbox.adelete(self, file_path)  # not sendable to execd's file API
         problem = check_transfer_path(file_path)
         if problem is not None:
-            shown = file_path if isinstance(file_path, str) else repr(file_path)
-            return delete_error(shown, problem)
+            return delete_error(_shown(file_path), problem)
         try:
             await self._session.remove(file_path, recursive=True)
         except (FileNotFoundError, NotADirectoryError):  # BaseSandbox: `test -e` fails for both
             return delete_not_found(file_path)
         except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-            return delete_error(file_path, reason)
+            return delete_error(file_path, exc.strerror or type(exc).__name__)
         return DeleteResult(path=file_path)
 
 
-def _plain_bounds(offset: object, limit: object) -> bool:
-    """Whether a read window is one every release answers alike (ints, offset >= 0, limit > 0)."""
-    return type(offset) is int and type(limit) is int and offset >= 0 and limit > 0
+def install(cls: type, name: str, method: Callable[..., Any], wrapped: Any) -> None:
+    """Define `cls.<name>` as `method`, with `wrapped`'s docstring and signature."""
+    method.__name__ = name
+    method.__qualname__ = f"{cls.__name__}.{name}"
+    method.__doc__ = wrapped.__doc__
+    setattr(method, "__wrapped__", wrapped)  # noqa: B010 - `inspect.signature` follows it
+    setattr(cls, name, method)
+
+
+def blocking_twin(cls: type, name: str) -> None:
+    """Define `cls.<name>` as the blocking twin of `cls.a<name>` (same signature and docs)."""
+
+    def method(self: NativeFiles, *args: Any, **kwargs: Any) -> Any:
+        return self._run(getattr(self, "a" + name)(*args, **kwargs))
+
+    install(cls, name, method, getattr(cls, "a" + name))
+
+
+for _name in ("write", "ls", "edit", "read", "delete"):
+    blocking_twin(NativeFiles, _name)
+del _name

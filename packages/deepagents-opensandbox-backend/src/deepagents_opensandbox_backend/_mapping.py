@@ -1,11 +1,4 @@
-"""The translation tables between opensandbox-core and Deep Agents.
-
-Everything here is pure (no I/O), so the unit tests cover it without a server.
-
-Verified against deepagents 0.7.32 (`deepagents.backends.protocol`, `deepagents.backends.sandbox`
-and the `FilesystemBackend` error mapping), opensandbox-core 0.1.0 and opensandbox-server 1.1.1,
-on 2026-11-29.
-"""
+"""The translation tables between opensandbox-core and Deep Agents (pure, no I/O)."""
 
 from __future__ import annotations
 
@@ -25,16 +18,7 @@ from deepagents.backends.protocol import (
 from opensandbox_core import TransferResult
 from opensandbox_core import validation as _validate
 
-__all__ = [
-    "SCRIPT_ERRORS",
-    "TRANSFER_ERRORS",
-    "check_transfer_path",
-    "combined_output",
-    "execute_timeout",
-    "transfer_error",
-]
-
-# -- file transfer outcomes ------------------------------------------------------------------
+__all__ = ["TRANSFER_ERRORS", "check_transfer_path", "execute_timeout", "transfer_error"]
 
 TRANSFER_ERRORS: Final[Mapping[str, FileOperationError | None]] = MappingProxyType(
     {
@@ -43,19 +27,15 @@ TRANSFER_ERRORS: Final[Mapping[str, FileOperationError | None]] = MappingProxyTy
         "permission_denied": PERMISSION_DENIED,
         "is_directory": IS_DIRECTORY,
         "invalid_path": INVALID_PATH,
-        # A parent of the path is a regular file: the path cannot name anything. Deep Agents' own
-        # FilesystemBackend reports NotADirectoryError as invalid_path too.
+        # A parent of the path is a regular file (FilesystemBackend says invalid_path too).
         "not_a_directory": INVALID_PATH,
-        # Not about the file: the sandbox is gone, or the server failed. These raise (None).
+        # Not about the file: the sandbox is gone, or the server failed. These raise (None),
+        # as Deep Agents' FilesystemBackend re-raises what it cannot classify.
         "unavailable": None,
         "error": None,
     }
 )
-"""How each per-file outcome of the core's batch transfer is reported to Deep Agents.
-
-`None` means "not a per-file condition": the exception is raised instead, exactly like Deep
-Agents' `FilesystemBackend` re-raises what it cannot classify.
-"""
+"""How each per-file outcome of the core's batch transfer is reported to Deep Agents."""
 
 _ERRNO_ERRORS: Final[Mapping[int, FileOperationError]] = MappingProxyType(
     {
@@ -75,27 +55,9 @@ _ERRNO_ERRORS: Final[Mapping[int, FileOperationError]] = MappingProxyType(
 )
 
 
-SCRIPT_ERRORS: Final[Mapping[int, str]] = MappingProxyType(
-    {
-        # errno of the core's OSError  ->  the error code BaseSandbox's read and edit scripts
-        # print for the same file (both scripts use the same codes).
-        errno.ENOENT: "file_not_found",
-        errno.EACCES: "permission_denied",
-        errno.EPERM: "permission_denied",
-        errno.EISDIR: "not_a_file",
-        errno.EINVAL: "not_a_file",  # FIFO, socket or device: the core refuses to read it
-    }
-)
-
-
 def check_transfer_path(path: object) -> FileOperationError | None:
-    """`invalid_path` for a path that must not be sent at all, else None.
-
-    Deep Agents' contract: paths are absolute. A relative path would otherwise be resolved
-    against the sandbox's working directory by the core, and a NUL byte can never be part of a
-    POSIX path. A str that is not UTF-8 (a lone surrogate, as `surrogateescape` names a
-    non-UTF-8 byte) cannot be sent to execd at all.
-    """
+    """`invalid_path` for a path that must not be sent at all (not absolute, a NUL byte, not
+    encodable as UTF-8), else None."""
     if not isinstance(path, str) or not path or not path.startswith("/") or "\0" in path:
         return INVALID_PATH
     try:
@@ -106,10 +68,8 @@ def check_transfer_path(path: object) -> FileOperationError | None:
 
 
 def transfer_error(result: TransferResult) -> FileOperationError | None:
-    """The Deep Agents error code of one core transfer result (None on success).
-
-    Raises the underlying exception when the failure is not about that file.
-    """
+    """The Deep Agents error code of one core transfer result (None on success); raises the
+    underlying exception when the failure is not about that file."""
     if result.error is None:
         return None
     code = TRANSFER_ERRORS.get(result.error)
@@ -123,29 +83,7 @@ def transfer_error(result: TransferResult) -> FileOperationError | None:
     raise RuntimeError(f"Transfer of {result.path!r} failed without a reason ({result.error}).")
 
 
-# -- time values and output -----------------------------------------------------------------
-
-
 def execute_timeout(value: object) -> float | None:
-    """The `timeout` of `execute()` as the core wants it: a positive number, or None (no limit).
-
-    The caller handles `None` (the backend default) before calling this; `0` means no limit.
-    Anything that is not a non-negative number is a `ValueError` (the execute tool reports that
-    to the model).
-    """
+    """`execute(timeout=)` as the core wants it (`None` handled by the caller): `0` is no limit,
+    anything but a non-negative number a `ValueError` (the execute tool shows it to the model)."""
     return _validate.zero_is_none(value, "timeout")
-
-
-def combined_output(stdout: str, stderr: str, stderr_prefix: str | None) -> str:
-    """`execute()`'s output: stdout, then stderr with every line starting with `stderr_prefix`.
-
-    Without a prefix (the default) the two are joined as printed. With one, stderr starts on a
-    line of its own, so a marker is never glued to the end of stdout's last line.
-    """
-    if stderr_prefix is None or not stderr:
-        return stdout + stderr
-    head = stdout if not stdout or stdout.endswith("\n") else stdout + "\n"
-    lines = stderr.split("\n")
-    tail = lines.pop() if lines[-1] == "" else None  # stderr ended with a line break
-    marked = "\n".join(stderr_prefix + line for line in lines)
-    return head + marked + ("\n" if tail is not None else "")

@@ -1,41 +1,14 @@
-"""`OpenSandboxProvider`: the `opensandbox` sandbox provider of deepagents-code.
-
-deepagents-code (the Deep Agents terminal agent) finds sandbox providers through the entry-point
-group `deepagents_code.sandbox_providers`; this package registers this class there as
-`opensandbox`, so `dcode --sandbox opensandbox` runs the agent's commands and file operations in
-a sandbox on your own OpenSandbox server. The contract followed (deepagents-code 0.1.88,
-`deepagents_code.integrations.sandbox_provider.SandboxProvider`):
-
-- `get_or_create(*, sandbox_id=None, **kwargs)`: with `sandbox_id`, attach to that sandbox
-  (`OpenSandboxBackend.connect`; never a replacement: a missing one raises deepagents-code's
-  `SandboxNotFoundError`); without it, create one (`OpenSandboxBackend.create`) from the keyword
-  arguments, which are `OpenSandboxBackend.create()`'s options (`domain`, `api_key`, `image`,
-  `timeout`, `env`, `resource`, ...), plus `snapshot` (a snapshot's name or id: the new sandbox
-  starts from that snapshot's files). deepagents-code passes the `params` of
-  `[sandboxes.providers.opensandbox]` in its config file and `snapshot` from
-  `--sandbox-snapshot-name`. The server comes from `OPEN_SANDBOX_DOMAIN` and
-  `OPEN_SANDBOX_API_KEY` as everywhere in this project; the image, when not given, from
-  `OPEN_SANDBOX_IMAGE`, else the package's `DEFAULT_IMAGE`. A created sandbox expires after the
-  package's idle lifetime (30 minutes without an operation) if nobody deletes it.
-- `delete(*, sandbox_id)`: deletes a sandbox that this provider object created. Whoever creates
-  a sandbox owns it: deepagents-code deletes only the sandbox it asked to be created (not one
-  it attached to with `--sandbox-id`), and so does this provider; deleting any other sandbox
-  needs `force=True`, else `ConfigurationError` says so and nothing is deleted.
-- `aget_or_create`, `adelete`: the same, on the caller's event loop (no thread).
-- `metadata`: name `opensandbox`, working directory `/workspace` (the backend's), attaching by
-  id and snapshots supported (on the Docker runtime; a runtime without snapshots raises
-  `opensandbox_core.SnapshotsUnsupportedError` naming the server's reason).
-
-Importing this module does not need deepagents-code: the class subclasses deepagents-code's
-`SandboxProvider` when that is installed, and is a plain class otherwise (only `metadata` needs
-deepagents-code then).
+"""`OpenSandboxProvider`: the `opensandbox` sandbox provider of deepagents-code (entry point
+group `deepagents_code.sandbox_providers`; contract of deepagents-code 0.1.88's
+`SandboxProvider`). Importing it does not need deepagents-code: the class subclasses its
+`SandboxProvider` when that is installed, and is a plain class otherwise. What it does:
+docs/deepagents-code.md.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
-import os
 import threading
 from collections.abc import Mapping
 from dataclasses import fields
@@ -44,17 +17,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from opensandbox_core import (
     ConfigurationError,
-    Connection,
     SandboxUnavailableError,
     UnsupportedDaemonError,
     destroy_sandbox,
-    get_snapshot,
-    list_snapshots,
-    restore_snapshot,
     run_blocking,
 )
 from opensandbox_core import defaults as _defaults
 from opensandbox_core import validation as _validate
+from opensandbox_core.adapters import IMAGE_ENV, image_from_env, restore_spec
 from opensandbox_core.metadata import PROVIDER_KEY, adapter_labels
 
 from ._backend import OpenSandboxBackend
@@ -67,19 +37,16 @@ logger = logging.getLogger(__name__)
 PROVIDER_NAME = "opensandbox"
 """The provider's name in deepagents-code (`dcode --sandbox opensandbox`)."""
 
-IMAGE_ENV = "OPEN_SANDBOX_IMAGE"
-"""Environment variable naming the image of a created sandbox when `image` is not given."""
-
 PROVIDER_METADATA_KEY = PROVIDER_KEY
 """Label on every sandbox this provider creates (value `deepagents-code`): find or remove the
 ones a process left behind with `opensandbox_core.list_sandboxes(metadata={key: value})`."""
 
 _DCODE_PROVIDER_MODULE = "deepagents_code.integrations.sandbox_provider"
 _PACKAGE = "deepagents-opensandbox-backend"
-_SNAPSHOT = "snapshot"
 _CREATE_FIELDS = frozenset(f.name for f in fields(SandboxOptions))
 _ATTACH_FIELDS = frozenset(f.name for f in fields(AttachOptions))
 _CONNECTION_FIELDS = frozenset({"domain", "api_key", "use_server_proxy"})
+_LABELS = MappingProxyType(adapter_labels("deepagents-code"))  # PROVIDER_METADATA_KEY among them
 
 
 def _dcode_module() -> Any:
@@ -102,10 +69,10 @@ else:
         _ProviderBase = object
 
 
-def _split(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+def _split(kwargs: Mapping[str, Any], sandbox_id: str | None) -> tuple[dict[str, Any], str | None]:
     """The backend's options and the snapshot reference out of `get_or_create`'s kwargs."""
     options = dict(kwargs)
-    snapshot = options.pop(_SNAPSHOT, None)
+    snapshot = options.pop("snapshot", None)
     unknown = sorted(set(options) - _CREATE_FIELDS)
     if unknown:
         raise ConfigurationError(
@@ -117,15 +84,17 @@ def _split(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         raise ConfigurationError(
             f"snapshot must be a snapshot's name or id (a non-empty string), got {snapshot!r}."
         )
+    if snapshot is not None and sandbox_id is not None:
+        raise ConfigurationError(
+            "snapshot cannot be combined with sandbox_id: a snapshot starts a new sandbox."
+        )
     return options, snapshot.strip() if snapshot is not None else None
 
 
-_LABELS = MappingProxyType(adapter_labels("deepagents-code"))  # PROVIDER_METADATA_KEY among them
-
-
 def _create_options(options: dict[str, Any]) -> SandboxOptions:
-    if "image" not in options and os.environ.get(IMAGE_ENV, "").strip():
-        options = {**options, "image": os.environ[IMAGE_ENV].strip()}
+    image = image_from_env()
+    if "image" not in options and image is not None:
+        options = {**options, "image": image}
     return SandboxOptions(**options)
 
 
@@ -140,9 +109,9 @@ def _attach_kwargs(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _raise_not_found(exc: SandboxUnavailableError) -> NoReturn:
-    """Raise deepagents-code's `SandboxNotFoundError` for a sandbox that cannot be attached to
-    (the core's error, whose message says why, as its cause); the core's error as it is when
-    deepagents-code is not installed or the daemon is too old."""
+    """deepagents-code's `SandboxNotFoundError` for a sandbox that cannot be attached to (the
+    core's error as its cause); the core's error when deepagents-code is not installed or the
+    daemon is too old."""
     try:
         error_class = _dcode_module().SandboxNotFoundError
     except (ImportError, AttributeError):
@@ -152,20 +121,10 @@ def _raise_not_found(exc: SandboxUnavailableError) -> NoReturn:
     raise error_class(str(exc)) from exc
 
 
-async def _find_snapshot(reference: str, connection: Connection) -> str:
-    """The id of the snapshot with this id, else the newest ready one with this name."""
-    found = await get_snapshot(reference, connection)
-    if found is not None and found.ready:
-        return found.id
-    named = [s for s in await list_snapshots(connection) if s.name == reference and s.ready]
-    if not named:
-        state = f" (its state is {found.state!r})" if found is not None else ""
-        raise ConfigurationError(
-            f"No ready snapshot named or with the id {reference!r} on the server{state}. Make "
-            "one from a sandbox with opensandbox_core.snapshot_sandbox(session, name=...)."
-        )
-    named.sort(key=lambda s: (s.created_at is not None, s.created_at or 0))
-    return named[-1].id
+async def _restore(snapshot: str, options: SandboxOptions) -> OpenSandboxBackend:
+    spec = options.sandbox_spec(_LABELS)
+    session = await restore_spec(snapshot, spec, options.connection(), **options.session_options())
+    return OpenSandboxBackend(session, stderr_prefix=options.stderr_prefix)
 
 
 class OpenSandboxProvider(_ProviderBase):
@@ -198,75 +157,42 @@ class OpenSandboxProvider(_ProviderBase):
             backend_module="deepagents_opensandbox_backend",
         )
 
-    # -- get or create ----------------------------------------------------------------------
     def get_or_create(self, *, sandbox_id: str | None = None, **kwargs: Any) -> OpenSandboxBackend:
         """Attach to `sandbox_id`, else create a sandbox (owned by this provider)."""
-        options, snapshot = _split(kwargs)
+        options, snapshot = _split(kwargs, sandbox_id)
         if sandbox_id is not None:
-            sandbox_id = self._attach_checks(sandbox_id, snapshot)
             try:
                 return OpenSandboxBackend.connect(sandbox_id, **_attach_kwargs(options))
             except SandboxUnavailableError as exc:
                 _raise_not_found(exc)
         create = _create_options(options)
         if snapshot is None:
-            backend = OpenSandboxBackend._created(create, _LABELS)
-        else:
-            backend = run_blocking(self._restore(snapshot, create))
-        return self._own(backend)
+            return self._own(OpenSandboxBackend._created(create, _LABELS))
+        return self._own(run_blocking(_restore(snapshot, create)))
 
     async def aget_or_create(
         self, *, sandbox_id: str | None = None, **kwargs: Any
     ) -> OpenSandboxBackend:
         """`get_or_create()` on the caller's event loop."""
-        options, snapshot = _split(kwargs)
+        options, snapshot = _split(kwargs, sandbox_id)
         if sandbox_id is not None:
-            sandbox_id = self._attach_checks(sandbox_id, snapshot)
             try:
                 return await OpenSandboxBackend.aconnect(sandbox_id, **_attach_kwargs(options))
             except SandboxUnavailableError as exc:
                 _raise_not_found(exc)
         create = _create_options(options)
         if snapshot is None:
-            backend = await OpenSandboxBackend._acreated(create, _LABELS)
-        else:
-            backend = await self._restore(snapshot, create)
-        return self._own(backend)
-
-    @staticmethod
-    def _attach_checks(sandbox_id: str, snapshot: str | None) -> str:
-        # The id itself is checked by the core's attach, before any request.
-        if snapshot is not None:
-            raise ConfigurationError(
-                "snapshot cannot be combined with sandbox_id: a snapshot starts a new sandbox."
-            )
-        return sandbox_id
-
-    @staticmethod
-    async def _restore(snapshot: str, options: SandboxOptions) -> OpenSandboxBackend:
-        connection = options.connection()
-        snapshot_id = await _find_snapshot(snapshot, connection)
-        spec = options.sandbox_spec(_LABELS)
-        session = await restore_snapshot(
-            snapshot_id,
-            connection=connection,
-            metadata=spec.metadata,
-            lifetime=spec.lifetime,
-            resource=spec.resource,
-            ready_timeout=spec.ready_timeout,
-            **options.session_options(),
-        )
-        return OpenSandboxBackend(session, stderr_prefix=options.stderr_prefix)
+            return self._own(await OpenSandboxBackend._acreated(create, _LABELS))
+        return self._own(await _restore(snapshot, create))
 
     def _own(self, backend: OpenSandboxBackend) -> OpenSandboxBackend:
         with self._lock:
             self._created[backend.id] = backend
         return backend
 
-    # -- delete -----------------------------------------------------------------------------
     def _take(self, sandbox_id: str, force: bool, kwargs: Mapping[str, Any]) -> Any:
-        """The backend that created `sandbox_id` (checked) here (removed from the list), else
-        the connection to delete it with when `force` is set."""
+        """The backend that created `sandbox_id` here (removed from the list), else the
+        connection to delete it with when `force` is set."""
         unknown = sorted(set(kwargs) - _CONNECTION_FIELDS)
         if unknown:
             raise ConfigurationError(
@@ -285,11 +211,8 @@ class OpenSandboxProvider(_ProviderBase):
         return AttachOptions(**kwargs).connection()
 
     def delete(self, *, sandbox_id: str, force: bool = False, **kwargs: Any) -> None:
-        """Delete a sandbox that this provider created (any sandbox with `force=True`).
-
-        Idempotent for a created sandbox that is already gone. `kwargs`: the server
-        (`domain`, `api_key`, `use_server_proxy`) for `force=True` on another sandbox.
-        """
+        """Delete a sandbox that this provider created (any sandbox with `force=True`; then
+        `kwargs` name the server: `domain`, `api_key`, `use_server_proxy`). Idempotent."""
         sandbox_id = _validate.sandbox_id(sandbox_id)
         target = self._take(sandbox_id, force, kwargs)
         if isinstance(target, OpenSandboxBackend):

@@ -1,20 +1,13 @@
 """Interactive terminals for a deep agent: `terminal_tools(backend)`, four LangChain tools, and
-`TerminalMiddleware(backend)`, the same tools that also let go of the run's terminals when the
-run ends.
+`TerminalMiddleware(backend)`, the same tools, letting go of the run's terminals when it ends.
 
-Deep Agents' backend protocol has no terminal, so these are tools of their own. They are
-opensandbox-core's `TerminalTools`: names, descriptions, argument schemas (JSON schemas, which
-`StructuredTool` takes as they are) and results are the core's, the same as in the Pydantic AI
-package. The blocking functions run on opensandbox-core's portal loop (`run_blocking`), the async
-ones on the caller's; a terminal opened by one is reached by the other too.
-
-Verified on 2026-12-03 with deepagents 0.7.32, langchain 1.5.2 and langchain-core 1.8.3
-(`tests/live/deepagents_backend/test_deepagents_terminal.py`).
+The tools are opensandbox-core's `TerminalTools` (names, descriptions, JSON argument schemas and
+results, the same as in the Pydantic AI package) as `StructuredTool`s; the blocking functions
+run on the core's portal loop, the async ones on the caller's.
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
@@ -22,6 +15,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 
 from opensandbox_core import TerminalTools, TerminalToolSpec, run_blocking
 from opensandbox_core import validation as _validate
+from opensandbox_core.adapters import ScopedTerminalTools
 
 from ._backend import OpenSandboxBackend
 from ._threads import ThreadSandboxBackend
@@ -42,38 +36,24 @@ class _Terminals:
             )
         self._backend = backend
         self._max_output = _validate.positive_int(max_output, "max_output")
-        self._lock = threading.Lock()
-        self._tools: dict[str, TerminalTools] = {}  # by thread id ("" without threads)
+        self._scoped = ScopedTerminalTools(self._max_output)  # by thread id ("" without threads)
+        self.let_go = self._scoped.let_go
 
     def scope(self) -> str:
         backend = self._backend
         return backend.current_thread_id() if isinstance(backend, ThreadSandboxBackend) else ""
 
-    def _of(self, scope: str, backend: OpenSandboxBackend) -> TerminalTools:
-        with self._lock:
-            tools = self._tools.get(scope)
-            if tools is None or tools.session is not backend.session:  # a new thread sandbox
-                tools = TerminalTools(backend.session, max_output=self._max_output)
-                self._tools[scope] = tools
-            return tools
-
     def run(self, name: str, **arguments: Any) -> str:
         scope, backend = self.scope(), self._backend
         if isinstance(backend, ThreadSandboxBackend):
             backend = backend.for_thread(scope)
-        return run_blocking(self._of(scope, backend).call(name, arguments))
+        return run_blocking(self._scoped.of(scope, backend.session).call(name, arguments))
 
     async def arun(self, name: str, **arguments: Any) -> str:
         scope, backend = self.scope(), self._backend
         if isinstance(backend, ThreadSandboxBackend):
             backend = await backend.afor_thread(scope)
-        return await self._of(scope, backend).call(name, arguments)
-
-    async def let_go(self, scope: str, *, close: bool) -> None:
-        """Detach (or close) the terminals of a run's sandbox; no I/O if it opened none."""
-        tools = self._tools.get(scope)
-        if tools is not None:
-            await (tools.close_all() if close else tools.detach_all())
+        return await self._scoped.of(scope, backend.session).call(name, arguments)
 
     def tools(self) -> list[BaseTool]:
         return [self._tool(spec) for spec in TerminalTools.specs]
@@ -101,14 +81,11 @@ def terminal_tools(backend: Backend, *, max_output: int = 16 * 1024) -> list[Bas
     agent = create_deep_agent(model=..., backend=backend, tools=terminal_tools(backend))
     ```
 
-    `terminal_start` opens a shell or runs a command and returns the terminal's id with its
-    first output; `terminal_send` types keys (`<Enter>`, `<Ctrl-C>`, `<Up>`, ...) and returns
-    what follows; `terminal_read` waits for more output; `terminal_close` ends it. Each waits
-    until the output goes quiet or a given text appears. With a `ThreadSandboxBackend` they work
-    in the current LangGraph thread's sandbox. The terminals stay connected after a run (a
-    later run reaches them by id) until closed or the backend is closed; `TerminalMiddleware`
-    lets go of them when each run ends. `max_output`: bytes of output one result holds at most
-    (the last ones; it says how many it left out).
+    `terminal_start`, `terminal_send` (keys such as `<Enter>`, `<Ctrl-C>`), `terminal_read` and
+    `terminal_close` (the core's `TerminalTools`). With a `ThreadSandboxBackend` they work in
+    the current LangGraph thread's sandbox. Terminals stay connected after a run until closed
+    (`TerminalMiddleware` lets go of them when each run ends). `max_output`: bytes of output one
+    result holds at most (the last ones).
     """
     return _Terminals(backend, max_output).tools()
 

@@ -1,23 +1,23 @@
 """The texts of deepagents' `BaseSandbox` that agents see, as this package re-renders them.
 
-Where a native operation answers instead of BaseSandbox's `python3 -c` script, the agent must
-read the same words, so they are written here, once. They match deepagents 0.7.30, 0.7.31 and
-0.7.32 (`deepagents/backends/sandbox.py` is the same in the three releases; read 2026-12-02);
-the differential tests against BaseSandbox's public methods (`tests/live/deepagents_backend/
-test_native_tools.py`, run at both ends of the range by `nox -s deepagents`) fail when a release
-changes one. Texts that deepagents publishes (`TRUNCATION_MARKER_TEMPLATE`) are imported.
+They match deepagents 0.7.30, 0.7.31 and 0.7.32 (`deepagents/backends/sandbox.py` is the same in
+the three releases; read 2026-12-02); the differential tests against BaseSandbox's public methods
+(`tests/live/deepagents_backend/test_native_tools.py`, run at both ends of the range by
+`nox -s deepagents`) fail when a release changes one. Published texts are imported.
 """
 
 from __future__ import annotations
 
 import base64
 import posixpath
+from collections.abc import Sequence
 from typing import Final
 
 from deepagents.backends.protocol import (
     DeleteResult,
     EditResult,
     FileData,
+    FileInfo,
     GrepResult,
     LsResult,
     ReadResult,
@@ -26,22 +26,16 @@ from deepagents.backends.protocol import (
 from deepagents.backends.sandbox import MAX_OUTPUT_BYTES, TRUNCATION_MSG
 from deepagents.backends.utils import TRUNCATION_MARKER_TEMPLATE
 
-from opensandbox_core import LinePage
+from opensandbox_core import DirectoryEntry, LinePage
+from opensandbox_core.adapters import PreviewLayout
 
 __all__ = [
     "BASE64_LIMIT",
     "EFFECTIVE_LIMIT",
     "EMPTY_FILE_REMINDER",
-    "OFFLOAD_CLIP",
-    "OFFLOAD_CLIP_CAPPED",
-    "OFFLOAD_EXCERPT_CLIP",
-    "OFFLOAD_HEAD_BYTES",
-    "OFFLOAD_HEAD_LINES",
     "OFFLOAD_MAX_CAPTURE_BYTES",
-    "OFFLOAD_TAIL_BYTES",
-    "OFFLOAD_TAIL_LINES",
+    "OFFLOAD_PREVIEW",
     "TEXT_SUFFIXES",
-    "TRUNCATION_MARKER_TEMPLATE",
     "as_base64",
     "delete_error",
     "delete_not_found",
@@ -49,6 +43,7 @@ __all__ = [
     "grep_error",
     "grep_timed_out",
     "ls_error",
+    "ls_result",
     "past_the_end",
     "read_error",
     "read_result",
@@ -119,6 +114,14 @@ def ls_error(path: str, code: str) -> LsResult:
     return LsResult(entries=None, error=f"Path '{path}': {code}")
 
 
+def ls_result(path: str, entries: Sequence[DirectoryEntry] | None, error: str | None) -> LsResult:
+    """A core listing of `path` (`DirectoryListing`'s entries or error) as BaseSandbox's."""
+    if error is not None or entries is None:
+        return ls_error(path, error or "path_not_found")
+    infos: list[FileInfo] = [{"path": e.path, "is_dir": e.is_dir} for e in entries]
+    return LsResult(entries=infos)
+
+
 def edit_error(code: str, file_path: str, old: str) -> EditResult:
     """An edit that failed with the edit script's error code `code`."""
     messages = {
@@ -153,27 +156,24 @@ def delete_error(file_path: str, reason: str) -> DeleteResult:
 # stays at `capture_path`; the preview is the first and last lines around a marker, or, with
 # few lines, a leading byte excerpt that ends in a notice.
 
-OFFLOAD_HEAD_LINES: Final = 5
-OFFLOAD_TAIL_LINES: Final = 5
-OFFLOAD_HEAD_BYTES: Final = 2000
-OFFLOAD_TAIL_BYTES: Final = 2000
 OFFLOAD_MAX_CAPTURE_BYTES: Final = 10 * 1024 * 1024
 """The cap of a captured output when the caller passes `max_capture_bytes=None`."""
-
-OFFLOAD_CLIP: Final = (
-    "... [output clipped here; {captured_bytes} bytes total, full output at the path above] ..."
+OFFLOAD_PREVIEW: Final = PreviewLayout(
+    head_lines=5,
+    tail_lines=5,
+    head_bytes=2000,
+    tail_bytes=2000,
+    marker=TRUNCATION_MARKER_TEMPLATE,
+    # Before the marker, when the head or tail lines exceed their byte budget.
+    cut_notice="... [the excerpts above and below are byte-capped, so the lines bordering this "
+    "marker may be cut mid-line] ...",
+    # After a leading byte excerpt shorter than the output.
+    clip="... [output clipped here; {captured_bytes} bytes total, full output at the path "
+    "above] ...",
+    # The same, when the output reached the capture cap (`captured_bytes` is the cap).
+    clip_capped="... [output clipped here; capture stopped at its {captured_bytes}-byte limit, "
+    "so the file at the path above is also incomplete] ...",
 )
-"""After a leading byte excerpt shorter than the output."""
-OFFLOAD_CLIP_CAPPED: Final = (
-    "... [output clipped here; capture stopped at its {captured_bytes}-byte limit, so the file "
-    "at the path above is also incomplete] ..."
-)
-"""`OFFLOAD_CLIP` when the output reached the capture cap (`captured_bytes` is the cap)."""
-OFFLOAD_EXCERPT_CLIP: Final = (
-    "... [the excerpts above and below are byte-capped, so the lines bordering this marker may "
-    "be cut mid-line] ..."
-)
-"""Before the marker, when the head or tail lines exceed their byte budget."""
 
 
 # -- grep ------------------------------------------------------------------------------------

@@ -1,31 +1,36 @@
 """`ThreadSandboxBackend`: one sandbox per LangGraph thread, found again through its metadata.
 
-Deep Agents 0.7 takes a backend instance, not a factory, so the per-thread choice happens on each
-call: the backend reads the running graph's `thread_id` (`langgraph.config.get_config()`) and
-runs the call on that thread's `OpenSandboxBackend` (`ForwardingBackend`).
-
-Finding, creating and destroying a thread's sandbox is the core's `KeyedSandboxes` (one sandbox
-per key, found again by any process through two metadata labels, racing first calls settled by
-create-then-elect; see `opensandbox_core._fleet._keyed`), with the thread id as the key and this
-package's label names (`NAMESPACE_METADATA_KEY`, `THREAD_METADATA_KEY`). Ownership: a thread's
-sandbox belongs to the thread; nothing here destroys it except `destroy_thread()`, and the idle
-`timeout` removes those of abandoned threads. `close()` only releases local connections.
+Each call reads the running graph's `thread_id` and runs on that thread's `OpenSandboxBackend`:
+`ForwardingBackend` defines every protocol operation (`OPERATIONS`, sync and async) as a
+forwarder with that method's signature and docstring, so none falls back to BaseSandbox's
+scripts (`tests/unit/deepagents_backend/test_protocol_coverage.py` checks every exported class). Finding, creating and destroying a thread's sandbox is the core's
+`KeyedSandboxes` with the thread id as the key. A thread's sandbox belongs to the thread: only
+`destroy_thread()` deletes it, or the idle `timeout` when nobody finishes the thread.
+Guide: docs/threads.md.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
+
+from deepagents.backends.sandbox import BaseSandbox
 
 from opensandbox_core import NAMESPACE_METADATA_KEY as CORE_NAMESPACE_KEY
 from opensandbox_core import AsyncSandboxSession, KeyedSandboxes, run_blocking
-from opensandbox_core import validation as _validate
 
 from ._backend import OpenSandboxBackend
-from ._forward import ForwardingBackend
+from ._filesystem import install
 from ._options import ThreadOptions, takes_options
 
-__all__ = ["NAMESPACE_METADATA_KEY", "THREAD_METADATA_KEY", "ThreadSandboxBackend"]
+__all__ = [
+    "NAMESPACE_METADATA_KEY",
+    "OPERATIONS",
+    "THREAD_METADATA_KEY",
+    "ForwardingBackend",
+    "ThreadSandboxBackend",
+]
 
 NAMESPACE_METADATA_KEY = CORE_NAMESPACE_KEY
 """Metadata label holding the `namespace` of the `ThreadSandboxBackend` that made the sandbox."""
@@ -33,30 +38,68 @@ THREAD_METADATA_KEY = "opensandbox-agents.thread"
 """Metadata label holding a digest of (namespace, thread id); see `ThreadSandboxBackend.thread_key`."""
 
 
+OPERATIONS = (
+    "execute",
+    "execute_with_offload",
+    "upload_files",
+    "download_files",
+    "ls",
+    "read",
+    "write",
+    "edit",
+    "glob",
+    "grep",
+    "delete",
+)
+"""The protocol's operations; each has an async twin named with an `a` in front."""
+
+
+class ForwardingBackend(BaseSandbox):
+    """A Deep Agents backend whose every operation runs on the `OpenSandboxBackend` that
+    `_current()` (blocking) or `_acurrent()` (async) returns for the call."""
+
+    enable_capture_offload = True
+    """`execute_with_offload` leaves a large output in the sandbox (see `OpenSandboxBackend`)."""
+
+    def _current(self) -> OpenSandboxBackend:
+        raise NotImplementedError
+
+    async def _acurrent(self) -> OpenSandboxBackend:
+        raise NotImplementedError
+
+
+def _forward(name: str) -> None:
+    """Define the blocking and async forwarders of the operation `name`."""
+
+    def forward(self: ForwardingBackend, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self._current(), name)(*args, **kwargs)
+
+    async def aforward(self: ForwardingBackend, *args: Any, **kwargs: Any) -> Any:
+        return await getattr(await self._acurrent(), "a" + name)(*args, **kwargs)
+
+    for method, target in ((forward, name), (aforward, "a" + name)):
+        install(ForwardingBackend, target, method, getattr(OpenSandboxBackend, target))
+
+
+for _operation in OPERATIONS:
+    _forward(_operation)
+del _operation
+
+
 class ThreadSandboxBackend(ForwardingBackend):
     """A Deep Agents backend that gives every LangGraph thread a sandbox of its own.
 
     ```python
-    from deepagents import create_deep_agent
-    from langgraph.checkpoint.sqlite import SqliteSaver
-    from deepagents_opensandbox_backend import ThreadSandboxBackend
-
     backend = ThreadSandboxBackend(namespace="my-app")
     agent = create_deep_agent(model=..., backend=backend, checkpointer=SqliteSaver(conn))
     agent.invoke({"messages": "..."}, {"configurable": {"thread_id": "ticket-42"}})
     backend.destroy_thread("ticket-42")  # when the thread is finished
     ```
 
-    The first operation of a thread creates its sandbox (or, in a new process, finds it again
-    through its metadata); later operations of that thread reuse it, in this process and in any
-    other with the same `namespace` and server. The keyword arguments are `ThreadOptions`'
-    fields: those of `OpenSandboxBackend.create()`, plus `namespace` (separates applications
-    sharing one server: letters, digits, `-`, `_`, `.`, at most 63 characters) and
-    `settle_timeout` (how long a racing first call may take to agree on the thread's sandbox).
-
-    `timeout` (idle lifetime, default 30 minutes, renewed by every operation) is what removes the
-    sandboxes of threads nobody finishes; `None` keeps them until `destroy_thread()`.
-    Construction does no I/O.
+    A thread's first operation creates its sandbox (or finds it again, in any process with the
+    same `namespace` and server); later ones reuse it. The keywords are `ThreadOptions`': those
+    of `OpenSandboxBackend.create()`, plus `namespace` and `settle_timeout`. Construction does
+    no I/O.
     """
 
     @takes_options(ThreadOptions)
@@ -65,10 +108,6 @@ class ThreadSandboxBackend(ForwardingBackend):
         self._options = options.sandbox_options()
         self._attach_options = options.attach_options()
         self._connection = options.connection()
-        # Read by subclasses (`TimeTravelSandboxBackend`) to shape the sandboxes they make.
-        self._lifetime = self._options.sandbox_spec().lifetime
-        self._working_dir = options.working_dir
-        self._command_timeout = _validate.idle_lifetime(options.command_timeout, "command_timeout")
         self._keys = KeyedSandboxes(
             namespace=options.namespace,
             connection=self._connection,
@@ -153,11 +192,6 @@ class ThreadSandboxBackend(ForwardingBackend):
         """The id of this thread's sandbox on the server, or None (never creates one)."""
         self.thread_key(thread_id)
         return await self._keys.find(thread_id)
-
-    async def _attach(self, sandbox_id: str) -> OpenSandboxBackend:
-        session = self._attach_session(sandbox_id)
-        await session.start()
-        return self._backend(session)
 
     def destroy_thread(self, thread_id: str) -> list[str]:
         """Delete this thread's sandbox (files included); returns the ids deleted.

@@ -1,38 +1,21 @@
 """Time travel that includes the files: a sandbox snapshot tied to each LangGraph checkpoint.
 
 `TimeTravelSandboxBackend` is a `ThreadSandboxBackend` plus an agent middleware
-(`backend.middleware`), on the core's `CheckpointFiles` (snapshots tied to a caller's
-checkpoints). After every tool call that may change files (`write_file`, `edit_file`, `execute`,
-`task` by default) the middleware saves a files version (a fresh marker in the sandbox, then a
-snapshot) and records `{"sandbox_id", "snapshot_id", "marker", "seq"}` in the thread's state under
-`SANDBOX_FILES_KEY`, in the same step, so the checkpoint written after that step names the
-snapshot of exactly its files.
-
-When a run continues from any checkpoint (the latest one, or an earlier one to fork or replay),
-the next tool call compares the recorded marker with the one in the recorded sandbox:
-- equal: the sandbox still holds that checkpoint's files; the call runs there;
-- different (another branch changed the files since) or the sandbox is gone: a new sandbox is
-  created from the recorded snapshot (`opensandbox_core.restore_snapshot`) and the branch uses it
-  from then on (its id goes into the state with the call's result). Each fork gets its own copy.
-
-Ownership: the thread's sandbox and every copy made for its forks belong to the thread.
-A copy gets fresh labels (a new ownership tag, a fork key instead of the thread key, and
-`FORK_OF_METADATA_KEY` = the thread key), so `for_thread()` never mistakes a copy for the
-thread's sandbox and the source's owner never deletes it; `destroy_thread()` deletes the thread's
-sandbox, its copies, and the snapshots taken of any of them.
-
-Costs: one marker write and one snapshot per file-changing tool call (on Docker a `docker commit`,
-0.6 to 0.8 s until `Ready`, plus the image's disk space until `destroy_thread()`); a fork's first
-tool call pays a restore (about 2 s until its first command). A process that first meets a branch
-reads the marker once. Not supported: one branch run by two processes at the same time.
+(`backend.middleware`) on the core's `CheckpointFiles`: after every tool call that may change
+files, a files version (a marker, then a snapshot) is recorded in the thread's state under
+`SANDBOX_FILES_KEY`, so each checkpoint names the snapshot of exactly its files. A run that
+continues from an earlier checkpoint (a fork, a replay) whose files the sandbox no longer holds
+gets a new sandbox restored from that snapshot. The thread owns its sandbox, the copies and the
+snapshots; `destroy_thread()` deletes them all. Costs and limits: docs/threads.md.
 """
 
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, NotRequired, TypedDict
+from typing import Annotated, Any, NotRequired, TypedDict, cast
 
 from langchain.agents.middleware.types import AgentMiddleware, AgentState
 from langchain_core.messages import ToolMessage
@@ -156,16 +139,13 @@ class TimeTravelSandboxBackend(ThreadSandboxBackend):
     agent = create_deep_agent(
         model=..., backend=backend, middleware=[backend.middleware], checkpointer=saver
     )
-    agent.invoke({"messages": "..."}, {"configurable": {"thread_id": "t1"}})
-    earlier = next(s for s in agent.get_state_history(config) if ...)  # a checkpoint
-    agent.invoke({"messages": "try another way"}, earlier.config)  # a fork, with those files
+    agent.invoke({"messages": "try another way"}, earlier.config)  # a fork, with its files
     backend.destroy_thread("t1")  # the thread's sandbox, its forks' copies, their snapshots
     ```
 
-    Pass `backend.middleware` to the agent, or nothing is snapshotted. The arguments are those of
-    `ThreadSandboxBackend`, plus `changing_tools`: the tool names after which a snapshot is
-    taken. Needs a server whose runtime has snapshots (opensandbox-server 1.1.1 on Docker);
-    elsewhere the first snapshot raises `opensandbox_core.SnapshotsUnsupportedError`.
+    Pass `backend.middleware` to the agent, or nothing is snapshotted. The arguments are those
+    of `ThreadSandboxBackend` plus `changing_tools` (the tool names after which a snapshot is
+    taken). Needs a runtime with snapshots, else `SnapshotsUnsupportedError` at the first one.
     """
 
     def __init__(self, *, changing_tools: frozenset[str] = CHANGING_TOOLS, **kwargs: Any) -> None:
@@ -176,9 +156,9 @@ class TimeTravelSandboxBackend(ThreadSandboxBackend):
             namespace=self.namespace,
             connection=self._connection,
             attach=self._attach_session,
-            lifetime=self._lifetime,
-            working_dir=self._working_dir,
-            default_timeout=self._command_timeout,
+            lifetime=self._options.sandbox_spec().lifetime,
+            working_dir=self._options.working_dir,
+            default_timeout=self._options.session_options()["default_timeout"],
             key_label=THREAD_METADATA_KEY,
             namespace_label=NAMESPACE_METADATA_KEY,
             copy_label=FORK_OF_METADATA_KEY,
@@ -204,9 +184,7 @@ class TimeTravelSandboxBackend(ThreadSandboxBackend):
         record: SandboxFiles | None = (state or {}).get(SANDBOX_FILES_KEY)
         if not record:
             return await self.afor_thread(thread_id), None
-        version = FilesVersion(
-            record["sandbox_id"], record["snapshot_id"], record["marker"], record["seq"]
-        )
+        version = FilesVersion(**record)
         session, moved = await self._files.open(version, owner=self.thread_key(thread_id))
         return self._backend(session), None if moved is None else _record_of(moved)
 
@@ -232,9 +210,4 @@ class TimeTravelSandboxBackend(ThreadSandboxBackend):
 
 
 def _record_of(version: FilesVersion) -> SandboxFiles:
-    return SandboxFiles(
-        sandbox_id=version.sandbox_id,
-        snapshot_id=version.snapshot_id,
-        marker=version.marker,
-        seq=version.seq,
-    )
+    return cast(SandboxFiles, dataclasses.asdict(version))

@@ -11,6 +11,8 @@ The connection comes from `OPEN_SANDBOX_DOMAIN` and `OPEN_SANDBOX_API_KEY` unles
 given. See `docs/core.md` for the guide.
 """
 
+from ._agent._editing import EditOutcome, edit_file
+from ._agent._listing import DirectoryEntry, DirectoryLister, DirectoryListing
 from ._commands._background import BackgroundProcess, OutputChunk, ProcessStatus
 from ._commands._offload import OffloadedRun
 from ._config import Connection, SandboxSpec
@@ -83,7 +85,11 @@ __all__ = [
     "ConfigurationError",
     "Connection",
     "CreateGuard",
+    "DirectoryEntry",
+    "DirectoryLister",
+    "DirectoryListing",
     "DirectoryUpload",
+    "EditOutcome",
     "EgressRule",
     "FileInfo",
     "FileMatch",
@@ -130,6 +136,7 @@ __all__ = [
     "delete_snapshot",
     "destroy_sandbox",
     "discard_sandbox",
+    "edit_file",
     "get_snapshot",
     "keystrokes",
     "keyword_defaults",

@@ -1,0 +1,1 @@
+"""Framework-neutral file and command tools for agent loops, built on a session (no framework)."""

@@ -1,0 +1,213 @@
+"""`DirectoryLister`: a directory's entries in directory order, from one argv command.
+
+The entries are what Python's `os.scandir` gives (directory order, `is_dir` not following
+symlinks, names decoded as UTF-8 with `surrogateescape`), without python3 in the image:
+`ls -f -p --quoting-style=escape -- PATH/` (GNU coreutils, names in C escapes, so the output
+is plain ASCII lines), or where `ls` lacks that option (busybox; learnt once per lister)
+`FIND_LISTING`: two `find -mindepth 1 -maxdepth 1` walks, NUL-separated and base64-encoded.
+Why this and not execd's `/directories/list`: docs/deepagents.md#ls.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import posixpath
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from opensandbox_core._session import AsyncSandboxSession
+
+__all__ = [
+    "C_LOCALE",
+    "FIND_LISTING",
+    "PATH_ERRORS",
+    "DirectoryEntry",
+    "DirectoryLister",
+    "DirectoryListing",
+    "ls_argv",
+    "parse_find_listing",
+    "parse_ls",
+    "path_error",
+    "unescape_name",
+]
+
+PATH_ERRORS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        # strerror that `ls`, `find` and `cd` print (C locale)  ->  the listing's error code
+        "No such file or directory": "path_not_found",
+        "Not a directory": "not_a_directory",
+        "Permission denied": "permission_denied",
+    }
+)
+UNSUPPORTED: Final = "unrecognized option"
+"""What an `ls` without `--quoting-style` says (busybox)."""
+C_LOCALE: Final[Mapping[str, str]] = MappingProxyType({"LC_ALL": "C"})
+"""The environment of the commands whose messages are matched (`PATH_ERRORS`)."""
+
+FIND_LISTING: Final = (
+    # dash's `cd` does not say why it failed: `find` names the errno `scandir` would get
+    'e=$(find "${1%/}/" -maxdepth 0 2>&1 >/dev/null); '
+    'if [ -n "$e" ]; then echo "$e" >&2; exit 3; fi; '
+    "cd -- \"$1\" 2>/dev/null || { echo 'Permission denied' >&2; exit 3; }; "
+    "find . -mindepth 1 -maxdepth 1 -print0 | base64; echo =; "
+    "find . -mindepth 1 -maxdepth 1 -type d -print0 | base64"
+)
+"""The listing where `ls` has no `--quoting-style` (busybox): every entry, `=`, the directories."""
+
+
+@dataclass(frozen=True)
+class DirectoryEntry:
+    """One entry: `path` (the listed path joined with the name) and whether it is a directory
+    (not following a symlink)."""
+
+    path: str
+    is_dir: bool
+
+
+@dataclass(frozen=True)
+class DirectoryListing:
+    """The entries of `path` in directory order, or `error`: `path_not_found`,
+    `not_a_directory` or `permission_denied` (then `entries` is None)."""
+
+    path: str
+    entries: tuple[DirectoryEntry, ...] | None
+    error: str | None = None
+
+
+def path_error(message: str) -> str | None:
+    """The error code (`PATH_ERRORS`) of a command's message that ends with a known strerror."""
+    for text, code in PATH_ERRORS.items():
+        if message.endswith(text):
+            return code
+    return None
+
+
+def ls_argv(path: str) -> list[str]:
+    return ["ls", "-f", "-p", "--quoting-style=escape", "--", path + "/"]
+
+
+_ESCAPE: Final = re.compile(rb"\\([0-7]{3}|.)", re.DOTALL)
+_ESCAPED: Final[Mapping[bytes, bytes]] = MappingProxyType(
+    {
+        b"a": b"\a",
+        b"b": b"\b",
+        b"f": b"\f",
+        b"n": b"\n",
+        b"r": b"\r",
+        b"t": b"\t",
+        b"v": b"\v",
+        b"\\": b"\\",
+        b" ": b" ",
+    }
+)
+
+
+class _UnknownEscape(ValueError):
+    pass
+
+
+def _unescape_byte(match: re.Match[bytes]) -> bytes:
+    code = match.group(1)
+    if len(code) == 3:
+        return bytes([int(code, 8) & 0xFF])
+    known = _ESCAPED.get(code)
+    if known is None:
+        raise _UnknownEscape(code)
+    return known
+
+
+def unescape_name(line: str) -> str | None:
+    """A name as `ls --quoting-style=escape` printed it (C locale), back to what `os.scandir`
+    gives for it; None for a line that is not pure ASCII or holds an escape not known here."""
+    if not line.isascii():
+        return None
+    try:
+        raw = _ESCAPE.sub(_unescape_byte, line.encode("ascii"))
+    except _UnknownEscape:
+        return None
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _failed(path: str, code: str | None) -> DirectoryListing | None:
+    return DirectoryListing(path, None, code) if code is not None else None
+
+
+def parse_ls(path: str, exit_code: int | None, stdout: str, stderr: str) -> DirectoryListing | None:
+    """The listing from `ls_argv(path)`'s outcome; None where it cannot tell."""
+    if exit_code != 0:
+        if UNSUPPORTED in stderr or "invalid option" in stderr:
+            return None
+        code = path_error(stderr.strip())
+        if code is not None or stdout:
+            return _failed(path, code)  # a listing and an error: cannot tell
+        return DirectoryListing(path, ())  # another failure: no entries (as `scandir` in a script)
+    if stdout and not stdout.endswith("\n"):
+        return None
+    entries: list[DirectoryEntry] = []
+    for line in stdout[:-1].split("\n") if stdout else []:
+        if line in ("./", "../"):
+            continue
+        name = unescape_name(line)
+        if not name:
+            return None
+        is_dir = name.endswith("/")
+        entries.append(DirectoryEntry(posixpath.join(path, name.removesuffix("/")), is_dir))
+    return DirectoryListing(path, tuple(entries))
+
+
+def parse_find_listing(
+    path: str, exit_code: int | None, stdout: str, stderr: str
+) -> DirectoryListing | None:
+    """The listing from `FIND_LISTING`'s outcome; None where it cannot tell."""
+    if exit_code == 3 or stderr.strip():  # `cd` or `find` could not read the directory
+        return _failed(path, path_error(stderr.strip()))
+    lines = stdout.split("\n")
+    if exit_code != 0 or "=" not in lines or not stdout.isascii():
+        return None
+    split = lines.index("=")
+    try:
+        names = [n for n in base64.b64decode("".join(lines[:split])).split(b"\0") if n]
+        directories = set(base64.b64decode("".join(lines[split + 1 :])).split(b"\0"))
+    except (binascii.Error, ValueError):
+        return None
+    entries = tuple(
+        DirectoryEntry(
+            posixpath.join(path, raw.removeprefix(b"./").decode("utf-8", "surrogateescape")),
+            raw in directories,
+        )
+        for raw in names
+    )
+    return DirectoryListing(path, entries)
+
+
+class DirectoryLister:
+    """Lists directories of one session's sandbox; remembers whether its `ls` has
+    `--quoting-style` (asked once). Construction does no I/O."""
+
+    def __init__(self, session: AsyncSandboxSession) -> None:
+        self.session = session
+        self.quoting_style = True
+        """False once the sandbox's `ls` said it has no `--quoting-style` (busybox)."""
+
+    async def list(self, path: str) -> DirectoryListing | None:
+        """The entries of the directory `path` (absolute; a symlink to a directory is
+        followed), or its error; None where the output could not be read exactly (a name
+        escaped in a way not known here, a cut output)."""
+        if self.quoting_style:
+            result = await self.session.run(ls_argv(path), env=C_LOCALE, plain_lines=True)
+            if result.truncated:
+                return None
+            parsed = parse_ls(path, result.exit_code, result.stdout, result.stderr)
+            if parsed is not None or UNSUPPORTED not in result.stderr:
+                return parsed
+            self.quoting_style = False
+        argv = ["sh", "-c", FIND_LISTING, "ls", path]
+        result = await self.session.run(argv, env=C_LOCALE, plain_lines=True)
+        if result.truncated:
+            return None
+        return parse_find_listing(path, result.exit_code, result.stdout, result.stderr)

@@ -1,0 +1,68 @@
+"""Building blocks for a framework adapter, framework-neutral (no I/O unless awaited).
+
+Keyword tables and signatures (`SessionKeywords`, `takes_keywords`), a backend's lifecycle (`SessionHandle`), a command's output shaped for an agent
+(`run_for_agent`, `combined_output`, `PreviewLayout` for an output left in the sandbox), the commands and parsers
+behind `DirectoryLister` (`ls_argv`, `FIND_LISTING`, ...) and `edit_file`
+(`choose_replacement`), a file glob with the caller's matcher (`match_files`), a grep that reads files as
+Python does (`grep_universal`), and
+provisioning from the environment or a snapshot (`image_from_env`, `restore_spec`). Listed in
+`docs/core.md#building-an-adapter`; the names stay the same within a minor version.
+"""
+
+from ._agent._editing import EDIT_READ_LIMIT, FILE_ERRORS, choose_replacement
+from ._agent._glob import ROOT_ERRORS, FileMatches, match_files
+from ._agent._grep import grep_universal, python_glob, universal_lines
+from ._agent._handle import SessionHandle
+from ._agent._keywords import SessionKeywords
+from ._agent._listing import (
+    C_LOCALE,
+    FIND_LISTING,
+    PATH_ERRORS,
+    ls_argv,
+    parse_find_listing,
+    parse_ls,
+    path_error,
+    unescape_name,
+)
+from ._agent._output import PreviewLayout, combined_output, head_lines, tail_lines
+from ._agent._provision import IMAGE_ENV, find_snapshot, image_from_env, restore_spec
+from ._agent._run import TIMEOUT_EXIT_CODE, AgentOutput, run_for_agent, timed_out_output
+from ._agent._terminals import ScopedTerminalTools
+from ._keywords import takes_keywords, takes_keywords_after_id
+
+__all__ = [
+    "C_LOCALE",
+    "EDIT_READ_LIMIT",
+    "FILE_ERRORS",
+    "FIND_LISTING",
+    "IMAGE_ENV",
+    "PATH_ERRORS",
+    "ROOT_ERRORS",
+    "TIMEOUT_EXIT_CODE",
+    "AgentOutput",
+    "FileMatches",
+    "PreviewLayout",
+    "ScopedTerminalTools",
+    "SessionHandle",
+    "SessionKeywords",
+    "choose_replacement",
+    "combined_output",
+    "find_snapshot",
+    "grep_universal",
+    "head_lines",
+    "image_from_env",
+    "ls_argv",
+    "match_files",
+    "parse_find_listing",
+    "parse_ls",
+    "path_error",
+    "python_glob",
+    "restore_spec",
+    "run_for_agent",
+    "tail_lines",
+    "takes_keywords",
+    "takes_keywords_after_id",
+    "timed_out_output",
+    "unescape_name",
+    "universal_lines",
+]
