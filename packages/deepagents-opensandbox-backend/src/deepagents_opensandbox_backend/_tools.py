@@ -89,10 +89,15 @@ PATH_ERRORS: Final[Mapping[str, str]] = MappingProxyType(
         "Permission denied": "permission_denied",
     }
 )
-UNSUPPORTED: Final = "unrecognized option"
-"""What an `ls` without `--quoting-style` says (busybox)."""
+UNSUPPORTED: Final = ("unrecognized option", "invalid option")
+"""What an `ls` without `-f` or `--quoting-style` says (busybox: "invalid option -- 'f'")."""
 C_LOCALE: Final[Mapping[str, str]] = MappingProxyType({"LC_ALL": "C"})
 """The environment of the commands whose messages are matched (`PATH_ERRORS`)."""
+
+
+def unsupported(stderr: str) -> bool:
+    """Whether `ls` said it lacks an option of `ls_argv` (`UNSUPPORTED`)."""
+    return any(text in stderr for text in UNSUPPORTED)
 
 
 def path_error(message: str) -> str | None:
@@ -154,7 +159,7 @@ def parse_ls(path: str, exit_code: int | None, stdout: str, stderr: str) -> LsRe
     """BaseSandbox's `LsResult` for `ls_argv(path)`'s outcome; None when `ls` cannot list this
     way (the caller runs the script)."""
     if exit_code != 0:
-        if UNSUPPORTED in stderr or "invalid option" in stderr:
+        if unsupported(stderr):
             return None
         code = path_error(stderr.strip())
         if code is not None:
@@ -201,7 +206,7 @@ async def native_ls(session: AsyncSandboxSession, path: str, support: LsSupport)
         if result.truncated:
             return None
         parsed = parse_ls(path, result.exit_code, result.stdout, result.stderr)
-        if parsed is not None or UNSUPPORTED not in result.stderr:
+        if parsed is not None or not unsupported(result.stderr):
             return parsed
         support.quoting_style = False
     result = await session.run(
