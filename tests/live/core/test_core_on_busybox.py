@@ -123,7 +123,7 @@ async def test_the_file_api_answers_as_on_debian(
 async def test_paths_with_a_dollar_answer_as_on_debian(
     sessions: dict[str, AsyncSandboxSession],
 ) -> None:
-    names = ["$HOME.txt", "a$b", "${x}.txt"]
+    names = ["$HOME.txt", "a$b", "${x}.txt", "-$dash", "nl\n$name", "it's $(id)"]
     got = {n: await _file_calls(s, f"{ROOT}/$dollar", names) for n, s in sessions.items()}
     assert got["busybox"] == got["debian"]
 
