@@ -196,6 +196,9 @@ def _grep(side: Side, root: str) -> list[Any]:
             ("-e", None),
             ("x*y", "*.txt"),
             ("alpha", "*.md"),
+            ("alpha", "**/*.md"),  # a glob with `/`: BaseSandbox's other route
+            ("it's", "dir with space/*.py"),
+            ("$(touch x)", "*"),
             ("nowhere", None),
         )
     ] + [_left(side, root)]  # and nothing was run: no file `x` appeared
