@@ -111,6 +111,17 @@ def replay(session: nox.Session) -> None:
 PROFILES = ("1.0.19", "1.0.18", "1.1")
 
 
+def _live_workers() -> list[str]:
+    """pytest-xdist arguments for the live suites: OSB_LIVE_WORKERS processes (default 3; 0 or
+    1 runs them in one process). Live tests mostly wait on containers, the server and the
+    daemon, so three workers keep 2 cores busy; every live test owns its sandboxes (and a test
+    that restarts a server starts its own), so they do not see each other."""
+    value = os.environ.get("OSB_LIVE_WORKERS", "3").strip() or "3"
+    if not value.isdigit():
+        raise ValueError(f"OSB_LIVE_WORKERS={value!r}: give a number of worker processes")
+    return ["-n", value] if int(value) > 1 else []
+
+
 def _split_profiles(posargs: list[str], default: tuple[str, ...]) -> tuple[list[str], list[str]]:
     """`--profile P` (repeatable, or `--profile P,Q`) out of the posargs, else env
     OSB_EXECD_PROFILE, else `default`; the rest of the posargs is passed on."""
@@ -153,6 +164,7 @@ def integration(session: nox.Session) -> None:
         "-m",
         "not slow",
         "--ignore=tests/live/durable",
+        *_live_workers(),
         "--durations=15",
         *rest,
     )
@@ -254,6 +266,7 @@ def deepagents(session: nox.Session, end: str) -> None:
         "-m",
         "not slow",
         *(["-k", others] if others else []),
+        *_live_workers(),
         "--durations=10",
         *rest,
         install=lambda session: None,  # installed above, with deepagents pinned
@@ -298,6 +311,7 @@ def pydantic_ai(session: nox.Session, end: str) -> None:
         "-m",
         "not slow",
         *(["-k", others] if others else []),
+        *_live_workers(),
         "-rs",
         "--durations=10",
         *rest,

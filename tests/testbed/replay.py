@@ -100,6 +100,18 @@ POLL_GAP_MS = 40.0
 SEND_TIMEOUT_S = 30.0
 
 
+def default_signals() -> None:
+    """Run in a daemon's child before exec: SIGINT and SIGQUIT back to their defaults.
+
+    A shell without job control starts background commands with both ignored, and an ignored
+    signal stays ignored through exec: the daemon, and every bash it starts, would inherit that
+    from whoever ran the tests (`cmd &` in a script), and Ctrl-C in a terminal would kill
+    nothing. The real daemons were recorded with the defaults (Ctrl-C ends `sleep` with 130).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 class ReplayUnavailable(RuntimeError):
     """The replay cannot run here (no private /tmp possible); the message says why."""
 
@@ -440,7 +452,12 @@ class _Daemon:
         self.log = log_path.open("wb")
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, start_new_session=True
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=self.log,
+            start_new_session=True,
+            preexec_fn=default_signals,
         )
         self.listening_ms: float | None = None
         self.refused = 0

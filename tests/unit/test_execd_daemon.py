@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from testbed import _daemon
+from testbed import _daemon, replay
 
 PACKAGE = Path(__file__).resolve().parents[1] / "testbed" / "execd" / "daemon"
 
@@ -72,6 +72,7 @@ class Daemon:
             ],
             cwd=workdir,
             env=env,
+            preexec_fn=replay.default_signals,
         )
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 10

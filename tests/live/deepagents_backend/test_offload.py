@@ -98,3 +98,19 @@ def test_edge_cases(offload_backend: OpenSandboxBackend) -> None:
         kept.offloaded
         and _file(offload_backend, odd) == "".join(f"{n}\n" for n in range(1, 1001)).encode()
     )
+
+
+def test_a_small_output_leaves_the_path_free_at_once(offload_backend: OpenSandboxBackend) -> None:
+    # A small output's file is deleted before the call returns, never later: the same path
+    # reused at once (the next command's output, or a file the agent writes there) is kept.
+    path = f"{ROOT}/reused-{uuid.uuid4().hex}"
+    for i in range(5):
+        small = offload_backend.execute_with_offload(f"echo small {i}", path, max_inline_bytes=100)
+        assert not small.offloaded and small.response.output == f"small {i}\n"
+        assert _file(offload_backend, path) is None
+    offload_backend.execute_with_offload("echo small", path, max_inline_bytes=100)
+    (written,) = offload_backend.upload_files([(path, b"kept")])
+    assert written.error is None
+    big = offload_backend.execute_with_offload("seq 1 1000", path + ".big", max_inline_bytes=10)
+    assert big.offloaded  # another round trip: a late delete of `path` would have landed by now
+    assert _file(offload_backend, path) == b"kept"

@@ -48,8 +48,9 @@ from ._fleet._snapshots import (
     snapshot_sandbox,
 )
 from ._images import default_entrypoint
-from ._keywords import SpecField, spec_from_keywords
+from ._keywords import SpecField, keyword_defaults, spec_from_keywords
 from ._lifecycle._guard import CANCEL_CLEANUP_WAIT, CreateGuard, discard_sandbox, run_to_completion
+from ._lifecycle._operations import OperationScope, running_on_asyncio
 from ._session import DEFAULT, LIBRARY_KEY, OWNER_KEY, AsyncSandboxSession, OutputCallback
 from ._sync import BlockingBackgroundProcess, BlockingTerminal, SandboxSession, run_blocking
 from ._terminal._handle import Terminal
@@ -97,6 +98,7 @@ __all__ = [
     "NotTextError",
     "OffloadedRun",
     "OpenSandboxError",
+    "OperationScope",
     "OutputCallback",
     "OutputChunk",
     "OutputLimitError",
@@ -130,12 +132,14 @@ __all__ = [
     "discard_sandbox",
     "get_snapshot",
     "keystrokes",
+    "keyword_defaults",
     "list_sandboxes",
     "list_snapshots",
     "remove_sandboxes",
     "restore_snapshot",
     "run_blocking",
     "run_to_completion",
+    "running_on_asyncio",
     "snapshot_sandbox",
     "spec_from_keywords",
     "upload_directory",

@@ -9,7 +9,7 @@ differs (a `timedelta`, a string split like a shell would):
         "timeout": SpecField("lifetime", validation.idle_lifetime),
     })
 
-`spec_from_keywords(SPEC_FIELDS, values, defaults)` builds the spec from the keywords' values.
+`spec_from_keywords(SPEC_FIELDS, values, keyword_defaults(Adapter))` builds the spec from the keywords' values.
 With `spec=` the keywords left at their defaults give way to it, and one the caller set so that it
 describes the sandbox differently raises `ConfigurationError` naming both, so no value is dropped
 silently. `None` for a mapping or sequence field (`metadata`, `volumes`, ...) means empty.
@@ -18,6 +18,7 @@ silently. `None` for a mapping or sequence field (`metadata`, `volumes`, ...) me
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -25,7 +26,7 @@ from typing import Any, Final
 from . import _validate
 from ._config import SandboxSpec
 
-__all__ = ["SpecField", "spec_from_keywords"]
+__all__ = ["SpecField", "keyword_defaults", "spec_from_keywords"]
 
 _FIELDS: Final = tuple(f.name for f in dataclasses.fields(SandboxSpec))
 _EMPTY_WHEN_NONE: Final = frozenset({"container_env", "metadata", "volumes", "extensions"})
@@ -50,6 +51,16 @@ def _same(a: object, b: object) -> bool:
     if isinstance(a, Sequence) and isinstance(b, Sequence):
         return a == b if isinstance(a, str) or isinstance(b, str) else list(a) == list(b)
     return a == b
+
+
+def keyword_defaults(owner: Callable[..., object]) -> dict[str, object]:
+    """Each keyword's default in `owner`'s signature (a class: its constructor's; a dataclass:
+    its fields'), for `spec_from_keywords` to tell which keywords a caller set."""
+    return {
+        name: parameter.default
+        for name, parameter in inspect.signature(owner).parameters.items()
+        if parameter.default is not inspect.Parameter.empty
+    }
 
 
 def spec_from_keywords(

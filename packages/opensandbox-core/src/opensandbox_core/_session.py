@@ -5,8 +5,12 @@ recorded exchanges of the real execd v1.0.19 and v1.0.18 (tests/data/execd-recor
 project's testbed daemon in its generation profiles (1.0.19, 1.0.18, 1.1, 1.0.16).
 
 The session is a facade over facets with one job each, and keeps only its flat public methods
-(one-line delegations), `async with` and `aclose()`; its read-only properties (`id`, `owned`,
-`spec`, ...) are `SessionInfo`'s, shared with the blocking `SandboxSession`:
+(one-line delegations), `async with` and `aclose()`. Its methods are grouped in mixins, one
+module each, that read the facets the constructor here builds: the read-only properties (`id`,
+`owned`, `spec`, ...) are `SessionInfo`'s, shared with the blocking `SandboxSession`; the
+command methods `CommandMethods`' (`_session_commands`, with the `DEFAULT` sentinel); paged
+reads, walk, glob and grep `SearchMethods`' (`_session_search`); terminals ``TerminalMethods`'
+(`_session_terminals`). The facets:
 
 - lifecycle (`_lifecycle`, with `_startup` and `_reach`): clients, start-once, create, attach and
   recover, readiness and the probe, renewal, pause and resume, destroy, the error boundary;
@@ -32,13 +36,10 @@ import contextlib
 import os
 import posixpath
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any, Final, Unpack
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, Unpack
 
 from . import _validate
-from ._commands._background import BackgroundProcess, start_background
-from ._commands._encoded import run_bytes
-from ._commands._offload import OFFLOAD_MAX_BYTES, OffloadedRun, run_offloaded
 from ._commands._run import Commands, OutputCallback
 from ._config import Connection, SandboxSpec
 from ._defaults import (
@@ -48,27 +49,19 @@ from ._defaults import (
     RECOVER_TIMEOUT,
     WORKING_DIR,
 )
-from ._files import _glob
 from ._files._filesystem import FileSystem
-from ._files._grep import GrepResult, grep
-from ._files._pages import MAX_PAGE_BYTES, LineReader
+from ._files._pages import LineReader
 from ._files._transfers import Transfers
 from ._files._upload import DirectoryUpload, UploadOptions, upload_directory
 from ._lifecycle._guard import CreateGuard
 from ._lifecycle._sandbox import SandboxLifecycle
 from ._metadata import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY
+from ._session_commands import DEFAULT, CommandMethods
 from ._session_info import SessionInfo
+from ._session_search import SearchMethods
+from ._session_terminals import TerminalMethods
 from ._terminal._handle import Terminal, let_go
-from ._terminal._open import attach_terminal, open_terminal
-from ._types import (
-    BytesResult,
-    CommandResult,
-    FileInfo,
-    FileMatch,
-    LinePage,
-    TransferResult,
-    WriteData,
-)
+from ._types import FileInfo, TransferResult, WriteData
 
 __all__ = [
     "DEFAULT",
@@ -80,16 +73,7 @@ __all__ = [
 ]
 
 
-class _Default:
-    def __repr__(self) -> str:
-        return "DEFAULT"
-
-
-DEFAULT: Final = _Default()
-"""Sentinel: use the session's default (e.g. its default command timeout)."""
-
-
-class AsyncSandboxSession(SessionInfo):
+class AsyncSandboxSession(CommandMethods, SearchMethods, TerminalMethods, SessionInfo):
     """A session on one OpenSandbox sandbox: commands and files, created or attached lazily.
 
     Build it with a `SandboxSpec` to create a sandbox on first use, or with `sandbox_id=` to
@@ -182,30 +166,6 @@ class AsyncSandboxSession(SessionInfo):
         """The canonical working directory (absolute, symlinks resolved)."""
         return (await self._life.context()).working_dir
 
-    async def start_background(
-        self,
-        command: str | Sequence[str],
-        *,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-    ) -> BackgroundProcess:
-        """Start a command that keeps running (a dev server, a watcher); returns at once, with
-        a handle that execd already knows (it registers a process only after starting it).
-
-        `timeout` (seconds, default none) stops it after that long. Use the handle to read its
-        status and output from a cursor and to stop it (its whole process group). When the
-        command's main process exits, execd kills its whole process group: `cmd &` and
-        `nohup cmd &` children die with it. Make the server the main process, or start what
-        must outlive it with `BackgroundProcess.keep_running(...)`.
-        """
-        request = await self._commands.prepare(command, cwd=cwd, env=env, timeout=timeout)
-        return await start_background(self, request.body(background=True))
-
-    def background(self, execution_id: str) -> BackgroundProcess:
-        """A handle on a background process started earlier (by this or another session)."""
-        return BackgroundProcess(self, execution_id)
-
     async def get_endpoint(self, port: int) -> tuple[str, dict[str, str]]:
         """The URL of `port` inside the sandbox, and the headers a client must send to it.
 
@@ -280,159 +240,6 @@ class AsyncSandboxSession(SessionInfo):
             return False
         return await self._life.gone(self._life.clients().execd)
 
-    # -- commands ---------------------------------------------------------------------------
-    async def run(
-        self,
-        command: str | Sequence[str],
-        *,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        timeout: float | _Default | None = DEFAULT,
-        on_output: OutputCallback | None = None,
-        max_output: int | None = None,
-        plain_lines: bool = False,
-    ) -> CommandResult:
-        """Run a command to completion and return its exit code and output.
-
-        A string runs through the shell (`bash -c`); a sequence is an argv whose items are passed
-        literally. A non-zero exit is a result, not an error. `timeout` is in seconds (`None`:
-        no limit; omitted: the session default). On timeout or cancellation the command's whole
-        process group is stopped inside the sandbox, and `CommandTimeoutError` carries the
-        output printed until then. `on_output(stream, text)` sees output as it streams.
-
-        Output is byte-exact on every supported execd generation. On line-framed execd
-        (v1.0.17 to v1.0.19) the events carry one line each without its ending, so the result
-        is read from the raw output files execd keeps for the command (one Range download per
-        stream that printed, then both files are deleted); `on_output` then sees the lines as
-        the events carry them, each with `"\\n"` added. See docs/core.md, "execd versions".
-
-        `plain_lines=True` is the caller's promise that the command prints only text lines, each
-        ended by `"\\n"`, with no `"\\r"` or other line breaks (a listing such as `ls -1`): on
-        line-framed execd the result is then rebuilt from the line events, exact for such
-        output, without the Range downloads (the raw files are still deleted in the
-        background). Output that breaks the promise may come back with line endings changed.
-        """
-        _validate.flag(plain_lines, "plain_lines")
-        return await self._commands.run(
-            command,
-            cwd=cwd,
-            env=env,
-            timeout=self._commands.default_timeout if isinstance(timeout, _Default) else timeout,
-            on_output=on_output,
-            max_output=max_output,
-            plain_lines=plain_lines,
-        )
-
-    async def run_bytes(
-        self,
-        command: str | Sequence[str],
-        *,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        timeout: float | _Default | None = DEFAULT,
-    ) -> BytesResult:
-        """Run a command and return its stdout as exact bytes (`BytesResult`), in one round trip
-        on every execd generation: the sandbox prints stdout and the exit status as one base64
-        line, so NUL bytes, `\\r` and bytes that are not UTF-8 survive line-framed execd without
-        the raw-file read `run` needs for them. The image needs `base64` (coreutils or busybox).
-        stderr comes back as the daemon's events carry it (exact for text lines). A cut at
-        `max_output` raises `OutputLimitError`; a timeout `CommandTimeoutError`, as `run`.
-        """
-        limit = self._commands.default_timeout if isinstance(timeout, _Default) else timeout
-        return await run_bytes(self._commands, command, cwd=cwd, env=env, timeout=limit)
-
-    # -- files (the `_filesystem`, `_transfers`, `_pages` and `_glob` facets) ---------------
-    async def read_lines(
-        self, path: str, offset: int = 0, limit: int = 2000, *, max_bytes: int = MAX_PAGE_BYTES
-    ) -> LinePage:
-        """Lines `offset` to `offset + limit` (0-based) of a UTF-8 text file, as a `LinePage`
-        (its `next_offset` is where the next page starts, None at the end), cut at `max_bytes`.
-
-        Paging costs about one page, not one file: a file up to 1 MiB is downloaded once per
-        version (size and mtime, checked on each later page), a bigger one read by HTTP Range
-        reads from remembered line starts, with read-ahead. A file that is not UTF-8 raises
-        `NotTextError` (`binary` when its first 8 KiB are not); path failures raise the builtin
-        `OSError`s, as `read_bytes`. See docs/core.md, "Reading a file by pages".
-        """
-        return await self._lines.read_lines(path, offset, limit, max_bytes=max_bytes)
-
-    async def walk_files(self, path: str = ".") -> list[FileMatch]:
-        """Every regular file under `path`, and every symlink to one that stays inside it,
-        sorted (`FileMatch`: `path`, `relative`, `is_symlink`); one command, exact on any name,
-        no python3 needed (busybox is enough). Symlinked directories are not entered."""
-        return await _glob.walk_files(self._commands, path)
-
-    async def glob(self, pattern: str, *, path: str = ".") -> list[FileMatch]:
-        """The files of `walk_files(path)` whose relative path matches `pattern`: `*.py` (a
-        name at any depth), `src/**/*.ts`, `{a,b}`, `[!x]`; see docs/core.md, "Finding files"."""
-        return await _glob.glob(self._commands, pattern, path)
-
-    async def run_offloaded(
-        self,
-        command: str | Sequence[str],
-        path: str,
-        *,
-        max_bytes: int = OFFLOAD_MAX_BYTES,
-        inline_limit: int = 0,
-        preview_bytes: int = 4096,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        timeout: float | _Default | None = DEFAULT,
-    ) -> OffloadedRun:
-        """Run a command with its output (stdout and stderr as they interleave) going to the
-        file `path` in the sandbox, which keeps it: for output too big to move, or to show.
-
-        The file holds at most `max_bytes` (default 10 MiB) of the output, exactly as printed;
-        more is discarded without stopping the command (`truncated=True`). Returns the exit
-        code, the file's size and line count, and its first and last `preview_bytes` bytes; an
-        output of at most `inline_limit` bytes comes back whole as `output` and its file is
-        deleted. Parents of `path` are created; a path that cannot be written raises the
-        builtin `OSError` and runs nothing. `timeout`, `cwd` and `env` as for `run()`; after a
-        timeout the file keeps the output but for what `head` still buffered (a few KiB at
-        most). Needs only `sh`, `head`, `cat` and `wc` in the image. See docs/core.md, "Output
-        offload".
-        """
-        return await run_offloaded(
-            self._commands,
-            self._files,
-            self._transfers,
-            command,
-            path,
-            max_bytes=max_bytes,
-            inline_limit=inline_limit,
-            preview_bytes=preview_bytes,
-            cwd=cwd,
-            env=env,
-            timeout=self._commands.default_timeout if isinstance(timeout, _Default) else timeout,
-        )
-
-    # -- interactive terminals (`_terminal`) -------------------------------------------------
-    async def open_terminal(
-        self, command: str | None = None, *, cwd: str | None = None, cols: int = 80, rows: int = 24
-    ) -> Terminal:
-        """An interactive terminal (a pseudo-terminal of `cols` x `rows`) running `command`, a
-        shell command line, as its process; `None`: an interactive `bash`.
-
-        It starts in `cwd` (relative to the working directory; default: the working directory;
-        created when missing). Type with `write` (Enter is `"\r"`), read with `read` and
-        `expect`, Ctrl-C with `interrupt`; the process's end gives `wait()` its exit code. Close
-        it (`async with`, `close()`) to end the process; `detach()` leaves it running for
-        `attach_terminal(terminal.id)`. See docs/core.md, "Interactive terminals".
-        """
-        return await open_terminal(
-            self._life, command, cwd=cwd, cols=cols, rows=rows, register=self._terminals.add
-        )
-
-    async def attach_terminal(self, terminal_id: str) -> Terminal:
-        """The terminal `terminal_id` of this sandbox (opened by any session or process): what
-        it printed (as far as execd keeps it: the last 1 MiB), then its live output.
-
-        A terminal that another client holds is taken over where execd can (v1.0.19: the other
-        handle raises `TerminalTakenOverError`); older execd refuses (`TerminalBusyError`). An
-        unknown or closed id raises `TerminalNotFoundError`.
-        """
-        return await attach_terminal(self._life, terminal_id, register=self._terminals.add)
-
     # -- files (the `_filesystem` and `_transfers` facets) -----------------------------------
     async def realpath(self, path: str) -> str:
         """The canonical absolute path (symlinks resolved, missing names kept), like `realpath -m`."""
@@ -457,43 +264,6 @@ class AsyncSandboxSession(SessionInfo):
     async def remove(self, path: str, *, recursive: bool = True) -> None:
         """Delete a file, symlink or directory tree. Refuses the working dir and its ancestors."""
         await self._files.remove(path, recursive=recursive)
-
-    async def grep(
-        self,
-        pattern: str | Sequence[str],
-        path: str = ".",
-        *,
-        glob: str | None = None,
-        include: Callable[[str], bool] | None = None,
-        exclude_dirs: Sequence[str] = (),
-        max_matches: int | None = None,
-        env: Mapping[str, str] | None = None,
-        timeout: float | _Default | None = DEFAULT,
-    ) -> GrepResult:
-        """The lines holding the literal `pattern` (or any of several) in the regular files
-        under `path` (or in `path`, a file), found in the sandbox by one argv command: nothing
-        is read by a shell, and the image needs only busybox. Returns `GrepResult`: matches in
-        walk order (depth first, directory order), each `GrepMatch(path, line, text)`.
-
-        `glob` filters files: without `/` by base name (`*.py`), with `/` by the path relative
-        to `path` (`src/**/*.py`); `include(relative_path)` is the same as a predicate.
-        `exclude_dirs` are directory names skipped below `path` (`[".git"]`); `max_matches`
-        cuts the result (`truncated=True`). Symlinks below `path` and binary files (NUL bytes)
-        are not searched; the sandbox's locale applies as in GNU grep (`env={"LC_ALL": "C"}`
-        takes every line as text). A missing `path` raises `FileNotFoundError`. See
-        docs/core.md, "Literal grep".
-        """
-        return await grep(
-            self._commands,
-            pattern,
-            path,
-            glob=glob,
-            include=include,
-            exclude_dirs=exclude_dirs,
-            max_matches=max_matches,
-            env=env,
-            timeout=self._commands.default_timeout if isinstance(timeout, _Default) else timeout,
-        )
 
     async def read_bytes(self, path: str, *, max_size: int | None = None) -> bytes:
         """The whole content of a file. Directories, FIFOs and devices raise instead of blocking."""

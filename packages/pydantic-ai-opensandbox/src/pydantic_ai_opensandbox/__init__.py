@@ -1,15 +1,8 @@
 """pydantic-ai-opensandbox: a sandbox on your own OpenSandbox server as a Pydantic AI workspace.
 
 `OpenSandbox` is the capability to give an agent; `OpenSandboxBackend` is the workspace backend, for
-applications that create or attach to a sandbox themselves and pass it to a run as `workspace=`.
-
-```python
-from pydantic_ai import Agent
-from pydantic_ai_harness.coder import Coder
-from pydantic_ai_opensandbox import OpenSandbox
-
-agent = Agent('anthropic:claude-opus-5-5', capabilities=[OpenSandbox(image='python:3.13-slim'), Coder()])
-```
+applications that create or attach to a sandbox themselves and pass it to a run as `workspace=`;
+`OpenSandboxTerminal` gives the model interactive terminals. The README is the guide.
 
 Verified on 2026-11-29 with pydantic-ai-slim 2.62.0, pydantic-ai-harness 0.62.0 and
 opensandbox-server 1.1.1.

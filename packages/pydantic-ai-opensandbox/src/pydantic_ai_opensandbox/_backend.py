@@ -1,19 +1,12 @@
 """An OpenSandbox sandbox behind Pydantic AI's `WorkspaceBackend` protocol.
 
-The work is done by `opensandbox_core.AsyncSandboxSession`: lazy create or attach, per-event-loop
-HTTP clients, commands through execd with their output rebuilt from its framing, the native file
-API, argument checks (`opensandbox_core.validation`) and defaults (`defaults`). This module only
-translates: types here, errors in `_translate.py` (one table).
-
-Verified with pydantic-ai-slim 2.62.0 and 2.68.0 (`WorkspaceBackendSuite`, 38 and 40 tests, every
-optional fixture), opensandbox-server 1.1.1 and the SDK 1.1.1, and live for pause/resume,
-`upload_dir` and the create options (`tests/live/pydantic_backend/`).
+The work is done by `opensandbox_core.AsyncSandboxSession`; this module translates types, and
+`_translate` errors (one table). Verified with pydantic-ai-slim 2.62.0 and 2.68.0
+(`WorkspaceBackendSuite`); see docs/pydantic-ai.md for the design and what was verified live.
 """
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import logging
 import os
 import posixpath
@@ -36,9 +29,11 @@ from opensandbox_core import (
     AsyncSandboxSession,
     DirectoryUpload,
     NetworkPolicy,
+    OperationScope,
     SandboxSpec,
     UploadOptions,
     Volume,
+    keyword_defaults,
     spec_from_keywords,
     upload_directory,
 )
@@ -85,13 +80,9 @@ class OpenSandboxBackend(
     """Run commands and file operations in an OpenSandbox sandbox, created on first use.
 
     Built with `image`, the first operation creates a sandbox from it; built with `ref`, it attaches
-    to that sandbox and raises `WorkspaceUnavailableError` if it is gone, never creating a
-    replacement. Building does no I/O. The backend never deletes the sandbox: call
-    `OpenSandbox().destroy(ref)`; left unused, it expires after `sandbox_timeout` (30 minutes by
-    default).
-
-    File operations use execd's native file API (a file moves in one or two requests). The
-    OpenSandbox SDK runs on asyncio only, so under Trio every operation raises `UserError`.
+    to that sandbox and raises `WorkspaceUnavailableError` if it is gone. Building does no I/O. The
+    backend never deletes the sandbox: call `OpenSandbox().destroy(ref)`; left unused, it expires
+    after `sandbox_timeout`. Under Trio every operation raises `UserError` (the SDK needs asyncio).
 
     Args:
         image: The image for a new sandbox, such as `'python:3.13-slim'`. Pass it (or `spec`) or `ref`.
@@ -154,11 +145,7 @@ class OpenSandboxBackend(
         if ref is not None and sandbox_timeout is not None:
             self._session.set_lifetime(sandbox_timeout)
         self._logged_create = False
-        self._operations = 0
-        # Set while nothing will call `aclose()`: the clients then close when the last operation
-        # in flight ends (the capability's backends until a run claims them).
-        self._close_after_operation = False
-        self._sdk_configs: dict[asyncio.AbstractEventLoop, ConnectionConfig] = {}
+        self._scope = OperationScope(self._session)
 
     def __repr__(self) -> str:
         target = f"ref={self.ref!r}" if self.ref is not None else f"image={self._image!r}"
@@ -195,9 +182,7 @@ class OpenSandboxBackend(
     ) -> CommandResult:
         """Run a command to completion; a non-zero exit is a result. See `SupportsCommands.run`."""
         require_asyncio()
-        # The core's public checks, called here because `_operation()` starts the sandbox before
-        # the call reaches the core: a bad call must not create one. `command_form` is the
-        # adapter's own rule (a string needs `shell=True`); the core's `run` checks the rest again.
+        # Checked before `_operation()` starts the sandbox: a bad call must not create one.
         line = _validate.command_form(command, shell)
         _validate.timeout(timeout)
         _validate.env(env)
@@ -286,7 +271,4 @@ class OpenSandboxBackend(
             return await upload_directory(self._session, local_dir, remote_dir, **options)
 
 
-# Each keyword's default: a keyword left at it never disagrees with `spec=`.
-_DEFAULTS: Final = {
-    n: p.default for n, p in inspect.signature(OpenSandboxBackend).parameters.items()
-}
+_DEFAULTS: Final = keyword_defaults(OpenSandboxBackend)  # a keyword left at it gives way to `spec=`

@@ -1,16 +1,11 @@
 """The `OpenSandbox` capability: supplies an OpenSandbox sandbox as an agent run's workspace.
 
-Verified with pydantic-ai-slim 2.62.0, pydantic-ai-harness 0.62.0 (`Coder`, `Shell`) and
-opensandbox-server 1.1.1: first use creates, the message history or `workspace=ref` reattaches,
-`'new'` creates another, a destroyed sandbox raises `WorkspaceUnavailableError`; under
-`DBOSDurability` a worker failure resumes in the same sandbox. A failed run (Ctrl-C included)
-deletes the sandbox it created, after the user's `on_run_error` hooks, never one it attached to,
-nor one under a durable engine: `wrap_run` is the place, as it sees every failure.
+Verified with pydantic-ai-slim 2.62.0, pydantic-ai-harness 0.62.0 and opensandbox-server 1.1.1;
+docs/pydantic-ai.md ("Lifecycle") says which sandboxes a failed run deletes, and why here.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -20,7 +15,14 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.tools import AgentDepsT, RunContext
 from pydantic_ai.workspaces import Workspace, WorkspaceBackend, WorkspaceRef, WrapperWorkspace
 
-from opensandbox_core import NetworkPolicy, SandboxSpec, Volume, discard_sandbox, spec_from_keywords
+from opensandbox_core import (
+    NetworkPolicy,
+    SandboxSpec,
+    Volume,
+    discard_sandbox,
+    keyword_defaults,
+    spec_from_keywords,
+)
 from opensandbox_core import validation as _validate
 
 from ._backend import DEFAULT_SANDBOX_TIMEOUT, DEFAULT_WORKING_DIR, OpenSandboxBackend
@@ -40,13 +42,12 @@ class _SuppliedBackend(OpenSandboxBackend):
         super().__init__(**kwargs)
         self.run_id = run_id
         self.created_by_run = kwargs.get("ref") is None
-        # Until a run claims it nothing closes this backend (a durable engine may build one per
-        # step and drop it), so its clients close after each operation instead.
-        self._close_after_operation = True
+        # Until a run claims it, nothing closes it (docs/pydantic-ai.md, "Lifecycle").
+        self._scope.close_after_operation = True
 
     def claim(self, owned: bool) -> None:
         """Keep the clients open across operations while the run that closes them is in progress."""
-        self._close_after_operation = not owned
+        self._scope.close_after_operation = not owned
 
 
 def _innermost_backend(workspace: Workspace) -> WorkspaceBackend:
@@ -59,9 +60,8 @@ def _innermost_backend(workspace: Workspace) -> WorkspaceBackend:
 
 
 def _durable(ctx: RunContext[Any]) -> bool:
-    """Whether a durable engine runs this run now, and so may resume it in the same sandbox.
-
-    Asked of the engines' public base class (the workspace wrapper they add is private)."""
+    """Whether a durable engine runs this run now (asked of the engines' public base class), and
+    so may resume it in the same sandbox."""
     from pydantic_ai.durable_exec import BaseDurabilityCapability
 
     engines: list[BaseDurabilityCapability[Any]] = []
@@ -171,11 +171,8 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
         env: Mapping[str, str] | None = None,
         **kwargs: Any,
     ) -> OpenSandbox[Any]:
-        """Build from an agent spec, with the fields JSON can express.
-
-        The signature is explicit so that the SDK's `ConnectionConfig` does not hide the schema;
-        specs reach the server through `OPEN_SANDBOX_DOMAIN` and `OPEN_SANDBOX_API_KEY`.
-        """
+        """Build from an agent spec, with the fields JSON can express (explicit, so that the SDK's
+        `ConnectionConfig` does not hide the schema); the server comes from the environment."""
         return cls(
             id=id,
             description=description,
@@ -244,9 +241,7 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
         try:
             return await handler()
         except BaseException as error:
-            # A failed run returns no result, so nobody could find or delete the sandbox it
-            # created. One it attached to (a ref, the message history) is never deleted, nor
-            # is one under a durable engine, which may resume the run in it.
+            # No result holds the ref of the sandbox a failed run created (docs/pydantic-ai.md).
             if owned is not None and owned.created_by_run and not _durable(ctx):
                 why = f"was created by a run that failed ({type(error).__name__})"
                 await discard_sandbox(owned.session, why + ": no result holds its ref")
@@ -258,6 +253,4 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
                 await owned.aclose()
 
 
-_DEFAULTS: Final = {
-    f.name: f.default for f in dataclasses.fields(OpenSandbox) if f.name in SPEC_FIELDS
-}
+_DEFAULTS: Final = keyword_defaults(OpenSandbox)

@@ -1,14 +1,10 @@
-"""The translation layer of the Pydantic AI adapter: the core's errors as the workspace protocol's,
-refs and connections as the core's, and the asyncio requirement.
-
-One table (`_ERROR_TABLE`) turns the core's errors into the workspace protocol's. Anything not
-listed propagates unchanged: the builtin path errors (FileNotFoundError, IsADirectoryError, ...),
-and the core's `ServerError`, which durable engines retry as transient.
+"""The tables of the Pydantic AI adapter: keywords as a `SandboxSpec` (`SPEC_FIELDS`), the core's
+errors as the workspace protocol's (`_ERROR_TABLE`; unlisted ones propagate), refs and connections
+as the core's, and the asyncio requirement. docs/pydantic-ai.md gives both tables in prose.
 """
 
 from __future__ import annotations
 
-import asyncio
 import posixpath
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
@@ -33,6 +29,7 @@ from opensandbox_core import (
     SandboxUnavailableError,
     SpecField,
     destroy_sandbox,
+    running_on_asyncio,
 )
 from opensandbox_core import validation as _validate
 
@@ -45,7 +42,6 @@ __all__ = [
     "file_entry",
     "lifetime",
     "require_asyncio",
-    "running_on_asyncio",
     "translate",
 ]
 
@@ -60,7 +56,6 @@ def lifetime(value: object) -> float | None:
 
 SPEC_FIELDS: Final[Mapping[str, SpecField]] = MappingProxyType(
     {
-        # keyword of OpenSandbox(...) / OpenSandboxBackend(...)  ->  SandboxSpec field
         "image": SpecField("image"),
         "entrypoint": SpecField("entrypoint"),
         "resource": SpecField("resource"),
@@ -72,32 +67,11 @@ SPEC_FIELDS: Final[Mapping[str, SpecField]] = MappingProxyType(
         "network_policy": SpecField("network_policy"),
     }
 )
-"""Where each keyword describing a new sandbox goes in the core's `SandboxSpec` (`env`,
-`working_dir` and, on attach, `sandbox_timeout` are the session's)."""
+"""Each keyword of `OpenSandbox` / `OpenSandboxBackend` describing a new sandbox, and its field of
+the core's `SandboxSpec` (`env`, `working_dir` and, on attach, `sandbox_timeout` are the session's)."""
 
 if TYPE_CHECKING:
     from opensandbox.config import ConnectionConfig
-
-_sniffio: Any
-try:
-    import sniffio as _sniffio
-except (
-    ModuleNotFoundError
-):  # pragma: no cover - Trio depends on sniffio, so without it no Trio runs
-    _sniffio = None
-
-
-def running_on_asyncio() -> bool:
-    if _sniffio is not None:
-        try:
-            return bool(_sniffio.current_async_library() == "asyncio")
-        except _sniffio.AsyncLibraryNotFoundError:
-            return False
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 def require_asyncio() -> None:
@@ -109,18 +83,7 @@ def require_asyncio() -> None:
         )
 
 
-# -- the error table ------------------------------------------------------------------------------
-# | core error                                  | raised as                                          |
-# |---------------------------------------------|----------------------------------------------------|
-# | SandboxUnavailableError (UnsupportedDaemon) | WorkspaceUnavailableError, same message            |
-# | CommandTimeoutError                         | WorkspaceTimeoutError, with the partial output     |
-# | OutputLimitError                            | WorkspaceOutputLimitError                          |
-# | ConfigurationError, refused API key         | WorkspaceUnavailableError (no retry can fix it)    |
-# | ConfigurationError while starting           | WorkspaceError (e.g. working_dir not creatable)    |
-# | ConfigurationError in an operation          | ValueError (a bad argument, such as removing '/')  |
-# | FileNotFoundError from `run`                | WorkspaceError: the working directory is gone      |
-# (UnsupportedDaemonError: execd v1.0.16 and older, which drop blank lines; its message names the
-# image to use. Every later generation works.)
+# -- the error table (docs/pydantic-ai.md, "Errors") ---------------------------------------------
 
 
 def _unavailable(exc: BaseException, *, starting: bool) -> Exception:

@@ -13,7 +13,7 @@ command's status (a status of 128+N where signal N kills by default is raised ag
 `_capture`). Needs only `sh`, `head`, `cat` and `wc` (busybox has them all).
 
 Afterwards the caller reads what it needs by range (one request, or two for a head and a tail);
-a small output is read whole and its file deleted. A target the wrapper cannot write (a
+a small output is read whole and its file deleted before the call returns. A target the wrapper cannot write (a
 directory, no permission) runs nothing and raises the builtin `OSError` for it. On a timeout
 the command is stopped and `CommandTimeoutError` says so; the file keeps what was printed, but
 for what `head` still held in its buffer when it was stopped (a few KiB at most).
@@ -37,6 +37,7 @@ from ._capture import _RERAISE, CAPTURE_ENV
 if TYPE_CHECKING:
     from opensandbox_core._files._filesystem import FileSystem
     from opensandbox_core._files._transfers import Transfers
+    from opensandbox_core._types import CommandResult
 
     from ._run import Commands
 
@@ -125,6 +126,28 @@ async def run_offloaded(
         max_output=None,
         plain_lines=True,
     )
+    lines, size = _file_counts(result, target)
+    exit_code = result.exit_code
+    if size <= inline:
+        data = await transfers.read_range(target, 0, size) if size else b""
+        # Deleted before returning, never later: a caller may reuse the path at once (a
+        # deferred delete would remove the next command's output, or a file written there).
+        if _fallback.download_safe(target):
+            await execd.discard_files([target])
+        else:  # a path execd would rewrite: removed by the files facet, which keeps it literal
+            await files.remove(target, recursive=False)
+        return OffloadedRun(
+            exit_code, None, size, size >= cap, lines, decode_output(data), duration=result.duration
+        )
+    head, tail = await _ends(transfers, target, size, preview)
+    return OffloadedRun(
+        exit_code, target, size, size >= cap, lines, None, head, tail, result.duration
+    )
+
+
+def _file_counts(result: CommandResult, target: str) -> tuple[int, int]:
+    """The line and byte counts of the output file, as the wrapper's marker line gives them;
+    a file that could not be written raises its `OSError`."""
     unwritable = _UNWRITABLE.fullmatch(result.stdout)
     if unwritable is not None:
         raise os_error(unwritable.group(1).strip(), target, "could not write the output file")
@@ -136,28 +159,19 @@ async def run_offloaded(
             f"{result.stderr[-200:]!r}). The command itself has finished.",
             retryable=False,
         )
-    lines, size = int(marker.group(2)), int(marker.group(3))
-    exit_code = result.exit_code
-    if size <= inline:
-        data = await transfers.read_range(target, 0, size) if size else b""
-        if _fallback.download_safe(target):
-            execd.discard_later([target])
-        else:  # a path execd would rewrite: removed by the files facet, which keeps it literal
-            await files.remove(target, recursive=False)
-        return OffloadedRun(
-            exit_code, None, size, size >= cap, lines, decode_output(data), duration=result.duration
-        )
+    return int(marker.group(2)), int(marker.group(3))
+
+
+async def _ends(transfers: Transfers, target: str, size: int, preview: int) -> tuple[bytes, bytes]:
+    """The file's first and last `preview` bytes (one read when they overlap)."""
     if size <= 2 * preview:
         whole = await transfers.read_range(target, 0, size)
-        head, tail = whole[:preview], whole[-preview:]
-    else:
-        head, tail = await asyncio.gather(
-            transfers.read_range(target, 0, preview),
-            transfers.read_range(target, size - preview, preview),
-        )
-    return OffloadedRun(
-        exit_code, target, size, size >= cap, lines, None, head, tail, result.duration
+        return whole[:preview], whole[-preview:]
+    head, tail = await asyncio.gather(
+        transfers.read_range(target, 0, preview),
+        transfers.read_range(target, size - preview, preview),
     )
+    return head, tail
 
 
 def cap_of(script: str) -> int | None:

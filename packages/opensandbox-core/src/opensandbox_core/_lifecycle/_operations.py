@@ -1,0 +1,134 @@
+"""`OperationScope`: the operations of a backend on one session, counted, with the session's
+HTTP clients closed after the last one when nothing else will close them.
+
+For an adapter or a custom loop whose backend may be dropped without being closed (a durable
+engine builds one per step): set `close_after_operation` and the clients close as the last
+operation in flight ends; `aclose()` during an operation defers to its end. `sdk_sandbox()` is the
+OpenSandbox SDK's `Sandbox` on the session's sandbox, sharing the scope's transport on each event
+loop, which `aclose()` closes (a transport the caller passed in the connection stays theirs).
+`running_on_asyncio()` tells whether the caller runs on asyncio (the SDK's only loop) rather than
+Trio. The Pydantic AI backend is built on both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from ._guard import CreateGuard, run_to_completion
+
+if TYPE_CHECKING:
+    from opensandbox import Sandbox
+    from opensandbox.config import ConnectionConfig
+
+    from opensandbox_core._session import AsyncSandboxSession
+
+__all__ = ["OperationScope", "running_on_asyncio"]
+
+_sniffio: Any
+try:
+    import sniffio as _sniffio
+except ModuleNotFoundError:  # pragma: no cover - Trio depends on sniffio: without it, no Trio
+    _sniffio = None
+
+
+def running_on_asyncio() -> bool:
+    """Whether the caller runs in an asyncio event loop (not Trio, not outside any loop)."""
+    if _sniffio is not None:
+        try:
+            return bool(_sniffio.current_async_library() == "asyncio")
+        except _sniffio.AsyncLibraryNotFoundError:
+            return False
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+class OperationScope:
+    """Start, count and close around the operations on `session` (construction does no I/O).
+
+    ```python
+    scope = OperationScope(session, close_after_operation=True)
+    async with scope.operation():
+        await scope.start()
+        await session.run("true")
+    # the session's clients are closed here: no operation is left in flight
+    ```
+    """
+
+    def __init__(
+        self, session: AsyncSandboxSession, *, close_after_operation: bool = False
+    ) -> None:
+        self.session = session
+        self.close_after_operation = close_after_operation
+        """Close the clients when the last operation in flight ends."""
+        self._operations = 0
+        self._sdk_configs: dict[asyncio.AbstractEventLoop, ConnectionConfig] = {}
+
+    @property
+    def in_flight(self) -> int:
+        """How many operations are running now."""
+        return self._operations
+
+    async def start(self) -> str:
+        """Create or attach (once), or only renew; return the sandbox id. A create cut off by a
+        cancellation runs to its end, and the session keeps the sandbox (the caller hands it out)."""
+        return await CreateGuard(self.session, keep=True).start()
+
+    @contextlib.asynccontextmanager
+    async def operation(self) -> AsyncIterator[None]:
+        """One operation, counted while it runs; the last to end closes the clients if asked."""
+        self._operations += 1
+        try:
+            yield
+        finally:
+            self._operations -= 1
+            if self._operations == 0 and self.close_after_operation:
+                await self._close_now()
+
+    async def sdk_sandbox(self) -> Sandbox:
+        """The SDK's `opensandbox.Sandbox` on the session's sandbox (started first), sharing this
+        event loop's transport of the scope: it stops working once the scope closes."""
+        from opensandbox import Sandbox
+
+        sandbox_id = await self.start()
+        return await Sandbox.connect(
+            sandbox_id, connection_config=self._shared_sdk_config(), skip_health_check=True
+        )
+
+    def _shared_sdk_config(self) -> ConnectionConfig:
+        """This loop's SDK config: its transport is the scope's, so a `Sandbox` never closes it
+        (a config built with its `transport` given does not own it: the SDK's documented rule)."""
+        loop = asyncio.get_running_loop()
+        owned = self._sdk_configs.get(loop)
+        if owned is None:
+            owned = self.session.connection.build_sdk_config().with_transport_if_missing()
+            self._sdk_configs[loop] = owned
+        shared = type(owned)(**{name: getattr(owned, name) for name in owned.model_fields_set})
+        assert not shared.owns_transport and shared.transport is owned.transport
+        return shared
+
+    async def aclose(self) -> None:
+        """Close the clients opened on this event loop, or, with an operation in flight, when the
+        last one ends. The sandbox keeps running; a later operation opens new clients."""
+        if self._operations:
+            self.close_after_operation = True
+            return
+        await self._close_now()
+
+    async def _close_now(self) -> None:
+        async def close() -> None:
+            loop = asyncio.get_running_loop()
+            config = self._sdk_configs.pop(loop, None)
+            for other in [lp for lp in self._sdk_configs if lp.is_closed()]:
+                self._sdk_configs.pop(other, None)
+            if config is not None:
+                await config.close_transport_if_owned()
+            await self.session.aclose()
+
+        with contextlib.suppress(Exception):
+            await run_to_completion(close)
