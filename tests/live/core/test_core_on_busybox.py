@@ -1,8 +1,9 @@
 """The core's commands and file API on the testbed's busybox image (no python3, bash or GNU
 tools): every call answers as it does on the Debian image, byte for byte.
 
-On execd 1.0.18 (no `/directories/list`, no `type` in `/files/info`) the core lists and stats
-with GNU `find -printf`, which busybox lacks: these tests hold for the 1.0.19 file API.
+On execd 1.0.18 (no `/directories/list`, no `type` in `/files/info`), for paths with `$` and
+for `..`, the core stats, lists and resolves by commands: GNU `find -printf` and `realpath` on
+Debian, POSIX scripts (`stat -c`, `readlink`) where the sandbox lacks them; same answers.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ import pytest_asyncio
 
 from opensandbox_core import AsyncSandboxSession, SandboxSpec
 
-pytestmark = [pytest.mark.execd_profiles("1.0.19", "1.1"), pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [
+    pytest.mark.execd_profiles("1.0.18", "1.0.19", "1.1"),
+    pytest.mark.asyncio(loop_scope="module"),
+]
 
 ROOT = "/workspace/core-bb"
 NAMES = ["plain.txt", "with space.txt", "it's.txt", "é中文.txt", "-dash.txt", 'q"uote']
@@ -116,24 +120,14 @@ async def test_the_file_api_answers_as_on_debian(
     assert got["busybox"] == got["debian"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the core stats and lists a path with `$` (which execd's file API would expand) with "
-    "GNU `find -printf`, which busybox's find lacks (opensandbox_core/_files/_fallback.py)",
-)
 async def test_paths_with_a_dollar_answer_as_on_debian(
     sessions: dict[str, AsyncSandboxSession],
 ) -> None:
-    names = ["$HOME.txt", "a$b", "${x}.txt"]
+    names = ["$HOME.txt", "a$b", "${x}.txt", "-$dash", "nl\n$name", "it's $(id)"]
     got = {n: await _file_calls(s, f"{ROOT}/$dollar", names) for n, s in sessions.items()}
     assert got["busybox"] == got["debian"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the core resolves `..` in a path with GNU `realpath -z -e --`; busybox's realpath "
-    "takes no options (opensandbox_core/_files/_filesystem.py, FileSystem.target)",
-)
 async def test_paths_with_dotdot_answer_as_on_debian(
     sessions: dict[str, AsyncSandboxSession],
 ) -> None:

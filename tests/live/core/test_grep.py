@@ -1,10 +1,11 @@
-"""The core's literal grep (`AsyncSandboxSession.grep`) live, on every execd generation profile:
-hostile patterns and paths find exactly the literal lines and run nothing; globs, excluded
+"""The core's literal grep (`AsyncSandboxSession.grep`) live, on every execd generation profile,
+on the Debian image and on the busybox one (the same answers): hostile patterns and paths find exactly the literal lines and run nothing; globs, excluded
 directories, the match cap, names that look like grep records, binary files, the locale rule,
 a missing path."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 
 import pytest
@@ -35,16 +36,32 @@ ln -s a.py "$g/src/link.py"
     scope="module",
     loop_scope="module",
     params=[
-        pytest.param(p, marks=pytest.mark.testbed_daemon(p)) for p in ("1.0.19", "1.0.18", "1.1")
+        pytest.param((image, p), marks=pytest.mark.testbed_daemon(p), id=f"{image}-{p}")
+        for image in ("debian", "busybox")
+        for p in ("1.0.19", "1.0.18", "1.1")
     ],
 )
 async def sandbox(
-    request: pytest.FixtureRequest, sandbox_image: str
+    request: pytest.FixtureRequest, sandbox_image: str, testbed_env: dict[str, str]
 ) -> AsyncIterator[AsyncSandboxSession]:
-    spec = SandboxSpec(image=sandbox_image, container_env={"OSB_EXECD_PROFILE": request.param})
+    """A sandbox of the Debian image, or of the busybox one (only busybox's `sh`, `find`,
+    `grep`: no bash, no GNU tools, no python3), holding the tree of SETUP."""
+    kind, profile = request.param
+    image = sandbox_image
+    if kind == "busybox":
+        image = testbed_env.get("OSB_TESTBED_BUSYBOX_IMAGE") or os.environ.get(
+            "OSB_TESTBED_BUSYBOX_IMAGE", ""
+        )
+        if not image:
+            pytest.fail("OSB_TESTBED_BUSYBOX_IMAGE unset: restart the testbed (it builds it)")
+    spec = SandboxSpec(image=image, container_env={"OSB_EXECD_PROFILE": profile})
     async with AsyncSandboxSession(spec) as session:
-        done = await session.run(["bash", "-c", SETUP, "s", ROOT])
+        shell = "bash" if kind == "debian" else "sh"
+        done = await session.run([shell, "-c", SETUP, "s", ROOT])
         assert done.exit_code == 0, done.stderr
+        if kind == "busybox":
+            gnu = await session.run("command -v bash python3; find --version; grep --version")
+            assert "GNU" not in gnu.output and "/" not in gnu.stdout, gnu.output
         yield session
 
 
@@ -94,9 +111,13 @@ async def test_globs_excluded_dirs_and_the_cap(sandbox: AsyncSandboxSession) -> 
 async def test_binary_files_the_locale_and_a_missing_path(sandbox: AsyncSandboxSession) -> None:
     src = f"{ROOT}/src"
     assert (await sandbox.grep("needle", f"{src}/bin.dat")).matches == []
-    # The testbed image has LANG=C.UTF-8: as GNU grep, a line that is not UTF-8 is left out.
-    utf8 = await sandbox.grep("needle", f"{src}/bad.txt")
+    # In a UTF-8 locale, as GNU grep, a line that is not UTF-8 is left out (busybox's too). The
+    # Debian image has LANG=C.UTF-8, the busybox one no LANG (the C locale: every line).
+    utf8 = await sandbox.grep("needle", f"{src}/bad.txt", env={"LC_ALL": "C.UTF-8"})
     assert [m.line for m in utf8.matches] == [1, 3]
+    lang = (await sandbox.run("echo ${LANG-}")).stdout.strip()
+    default = await sandbox.grep("needle", f"{src}/bad.txt")
+    assert [m.line for m in default.matches] == ([1, 3] if lang == "C.UTF-8" else [1, 2, 3])
     as_bytes = await sandbox.grep("needle", f"{src}/bad.txt", env={"LC_ALL": "C"})
     assert [m.line for m in as_bytes.matches] == [1, 2, 3]
     with pytest.raises(FileNotFoundError):

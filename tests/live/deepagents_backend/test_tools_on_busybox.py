@@ -196,6 +196,9 @@ def _grep(side: Side, root: str) -> list[Any]:
             ("-e", None),
             ("x*y", "*.txt"),
             ("alpha", "*.md"),
+            ("alpha", "**/*.md"),  # a glob with `/`: BaseSandbox's other route
+            ("it's", "dir with space/*.py"),
+            ("$(touch x)", "*"),
             ("nowhere", None),
         )
     ] + [_left(side, root)]  # and nothing was run: no file `x` appeared
@@ -242,40 +245,8 @@ TOOLS: dict[str, Callable[[Side, str], list[Any]]] = {
 if _HAS_OFFLOAD:
     TOOLS["execute_with_offload"] = _execute_with_offload
 
-# What does not hold yet, and why (strict: one that starts to pass fails the run, so the list
-# stays true; measured 2026-12-03 with deepagents 0.7.32). Issue 29's native operations for
-# every backend class and its busybox-safe core remove them.
-_SCRIPT = "BaseSandbox's python3 script (no python3 here: {what})"
-_LS = "busybox's ls has no --quoting-style, so the listing falls back to " + _SCRIPT.format(
-    what="an empty listing, error None"
-)
-_OVERWRITE = (
-    "writing over an existing file finishes with GNU `chmod --reference` (core "
-    "_files/_fallback.py _FINISH), which busybox lacks: error invalid_path"
-)
-_GLOB = _SCRIPT.format(what="'glob helper failed: sh: python3: not found'")
-_GREP = "BaseSandbox's grep finds nothing on busybox (deepagents #5177): matches []"
-_PENDING: dict[tuple[str, str], str] = {
-    ("plain", "ls"): _LS,
-    ("plain", "write"): _OVERWRITE,
-    ("plain", "glob"): "the native glob walks with GNU `find -printf`; then " + _GLOB,
-    ("plain", "grep"): _GREP,
-    ("thread", "ls"): "ThreadSandboxBackend leaves ls to " + _SCRIPT.format(what="empty, no error"),
-    ("thread", "write"): _OVERWRITE,
-    ("thread", "edit"): "ThreadSandboxBackend leaves edit to "
-    + _SCRIPT.format(what="'sh: python3: not found'"),
-    ("thread", "glob"): "ThreadSandboxBackend leaves glob to " + _GLOB,
-    ("thread", "grep"): _GREP,
-}
 
-
-@pytest.mark.execd_profiles("1.0.19", "1.1")
+@pytest.mark.execd_profiles("1.0.18", "1.0.19", "1.1")
 @pytest.mark.parametrize("tool", list(TOOLS))
-def test_the_tool_answers_on_busybox_as_on_debian(
-    tool: str, sides: dict[str, Side], request: pytest.FixtureRequest
-) -> None:
-    kind = "thread" if next(iter(sides.values())).thread else "plain"
-    reason = _PENDING.get((kind, tool))
-    if reason is not None:
-        request.applymarker(pytest.mark.xfail(reason=reason, strict=True))
+def test_the_tool_answers_on_busybox_as_on_debian(tool: str, sides: dict[str, Side]) -> None:
     _same(sides, tool, TOOLS[tool])

@@ -44,10 +44,15 @@ PATH_ERRORS: Final[Mapping[str, str]] = MappingProxyType(
         "Permission denied": "permission_denied",
     }
 )
-UNSUPPORTED: Final = "unrecognized option"
-"""What an `ls` without `--quoting-style` says (busybox)."""
+UNSUPPORTED: Final = ("unrecognized option", "invalid option")
+"""What an `ls` without `-f` or `--quoting-style` says (busybox: "invalid option -- 'f'")."""
 C_LOCALE: Final[Mapping[str, str]] = MappingProxyType({"LC_ALL": "C"})
 """The environment of the commands whose messages are matched (`PATH_ERRORS`)."""
+
+
+def unsupported(stderr: str) -> bool:
+    """Whether `ls` said it lacks an option of `ls_argv` (`UNSUPPORTED`)."""
+    return any(text in stderr for text in UNSUPPORTED)
 
 FIND_LISTING: Final = (
     # dash's `cd` does not say why it failed: `find` names the errno `scandir` would get
@@ -140,7 +145,7 @@ def _failed(path: str, code: str | None) -> DirectoryListing | None:
 def parse_ls(path: str, exit_code: int | None, stdout: str, stderr: str) -> DirectoryListing | None:
     """The listing from `ls_argv(path)`'s outcome; None where it cannot tell."""
     if exit_code != 0:
-        if UNSUPPORTED in stderr or "invalid option" in stderr:
+        if unsupported(stderr):
             return None
         code = path_error(stderr.strip())
         if code is not None or stdout:
@@ -203,7 +208,7 @@ class DirectoryLister:
             if result.truncated:
                 return None
             parsed = parse_ls(path, result.exit_code, result.stdout, result.stderr)
-            if parsed is not None or UNSUPPORTED not in result.stderr:
+            if parsed is not None or not unsupported(result.stderr):
                 return parsed
             self.quoting_style = False
         argv = ["sh", "-c", FIND_LISTING, "ls", path]

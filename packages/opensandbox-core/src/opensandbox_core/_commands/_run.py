@@ -380,12 +380,19 @@ class Commands:
             return text, workdir
         ctx = ctx or await self._life.context()
         if workdir != ctx.working_dir:  # the working dir was entered by the probe
-            check = ["find", "-H", workdir, "-maxdepth", "0", "-printf", "%y"]
+            # `ls -d` names the errno (as `find -H` did); POSIX, so busybox has it too
+            check = [
+                "sh",
+                "-c",
+                'ls -d -- "$1" >/dev/null || exit 1; if [ -d "$1" ]; then echo d; fi',
+                "cwd",
+            ]
+            check.append(workdir)
             result = await self.file_command(check, timeout=60, cwd="/")
             if result.exit_code != 0:
                 text_error = _fallback.error_text(result.stderr)
                 raise os_error(text_error, workdir, "could not inspect the directory")
-            if result.stdout != "d":
+            if result.stdout != "d\n":
                 raise new_path_error(NotADirectoryError, errno.ENOTDIR, workdir)
         return _fallback.with_cwd(text, workdir), "/"
 

@@ -7,7 +7,8 @@ shell quoted item by item, so no item is ever expanded):
   follows symlinks, has no `type`, and answers a missing path or a dangling symlink with HTTP 500.
   What a sandbox's execd has is learnt once per sandbox (`FileApi.from_root_info`, from the
   answer for `/`); where it lacks something, `stat` and listings run `find -printf` instead and
-  parse its records exactly (`parse_records`).
+  parse its records exactly (`parse_records`); an image without GNU findutils (busybox) prints
+  the same records with `_portable`'s script.
 - `$` in paths: execd expands every file path like a shell without a shell (`$NAME`, `${NAME}`
   become values, `$1`, `$$`, `${}` ... are removed, an undefined name is an error), and a leading
   `~` becomes HOME. A path that is not `literal()` is therefore never sent to the HTTP file API:
@@ -18,7 +19,8 @@ shell quoted item by item, so no item is ever expanded):
   read through a `$`-free, plain symlink as well (`download_safe()`).
 
 `..` segments are resolved like the kernel does (`dotdot_split`: the part up to the last `..`
-is canonicalised in the sandbox with `realpath`, which follows symlinks; the rest is kept).
+is canonicalised in the sandbox with `realpath`, which follows symlinks; the rest is kept; where
+`realpath` is not GNU's, `_portable` resolves it the same way).
 
 Nothing here does I/O; the session runs the commands built here.
 """
@@ -136,12 +138,15 @@ def list_argv(path: str) -> list[str]:
 # owner and group of an existing target (best effort: only root may give a file away; chown
 # comes first because it clears setuid/setgid), applies a mode (arg 4: octal digits, or "=" to
 # copy the target's whole mode, setuid/setgid/sticky included, when it exists) and renames
-# atomically (mv within one directory tree).
+# atomically (mv within one directory tree). The target's owner and mode are read with
+# `stat -L -c` (what `--reference` reads: symlinks followed), which GNU coreutils and busybox
+# both have; busybox's chown and chmod have no `--reference`.
 _FINISH = (
     'if [ -n "$3" ]; then mkdir -p -- "$3" || exit 1; fi; '
-    'if [ -e "$2" ]; then chown --reference="$2" -- "$1" 2>/dev/null; fi; '
-    'if [ "$4" = "=" ]; then if [ -e "$2" ]; then chmod --reference="$2" -- "$1" || exit 1; fi; '
-    'elif [ -n "$4" ]; then chmod "$4" -- "$1" || exit 1; fi; '
+    'if [ -e "$2" ]; then o=$(stat -L -c %u:%g -- "$2") && chown -- "$o" "$1" 2>/dev/null; fi; '
+    'if [ "$4" = "=" ]; then if [ -e "$2" ]; then '
+    'm=$(stat -L -c %a -- "$2") && chmod -- "$m" "$1" || exit 1; fi; '
+    'elif [ -n "$4" ]; then chmod -- "$4" "$1" || exit 1; fi; '
     'exec mv -f -- "$1" "$2"'
 )
 

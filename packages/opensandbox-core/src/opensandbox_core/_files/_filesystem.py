@@ -28,7 +28,7 @@ from opensandbox_core._lifecycle._caches import SandboxCache
 from opensandbox_core._types import CommandResult, FileInfo, FileKind
 from opensandbox_core._wire._execd import ExecdClient, ExecdError
 
-from . import _fallback, _paths
+from . import _fallback, _paths, _portable
 
 __all__ = ["FileLink", "FileSystem", "file_api_cache"]
 
@@ -109,16 +109,26 @@ class FileSystem:
         if split is None:
             return target
         head, tail = split
-        if create:
-            argv = ["sh", "-c", 'mkdir -p -- "$1" && exec realpath -z -e -- "$1"', "sh", head]
-        else:
-            argv = ["realpath", "-z", "-e", "--", head]
+        argv = _portable.resolve_argv(head, create=create, gnu=await self._gnu())
         result = await self._commands.file_command(argv, timeout=60)
         if result.exit_code != 0 or not result.stdout.endswith("\0"):
             text = _fallback.error_text(result.stderr)
             raise os_error(text, target, "could not resolve '..' in the path", code=errno.EINVAL)
         real = result.stdout[:-1]
         return posixpath.join(real, tail) if tail else real
+
+    async def _gnu(self) -> bool:
+        """Whether the sandbox has GNU `find -printf` and `realpath -z` (else the commands are
+        `_portable`'s scripts); asked once per sandbox."""
+        if self._life.sandbox_id is None:
+            await self._life.context()
+        assert self._life.sandbox_id is not None
+        key = (self._life.domain, self._life.sandbox_id)
+        gnu = _portable.gnu_tools_cache.get(key)
+        if gnu is None:
+            result = await self._commands.file_command(_portable.GNU_PROBE, timeout=60)
+            gnu = _portable.gnu_tools_cache[key] = result.exit_code == 0
+        return gnu
 
     async def execd(self) -> ExecdClient:
         """The execd client of this event loop, the sandbox started first."""
@@ -170,7 +180,8 @@ class FileSystem:
         return info if isinstance(info, dict) else None
 
     async def _lstat_by_command(self, path: str) -> dict[str, Any] | None:
-        result = await self._commands.file_command(_fallback.stat_argv(path), timeout=60)
+        argv = _portable.stat_argv(path, gnu=await self._gnu())
+        result = await self._commands.file_command(argv, timeout=60)
         if result.exit_code != 0:
             text = _fallback.error_text(result.stderr)
             error = os_error(text, path, "could not inspect the path")
@@ -196,16 +207,15 @@ class FileSystem:
         except ValueError as exc:
             raise ServerError(
                 f"Could not inspect {path!r} in sandbox {self._life.sandbox_id}: unexpected output "
-                f"of find ({exc}). The sandbox image needs GNU findutils."
+                f"of find ({exc})."
             ) from None
 
     async def realpath(self, path: str) -> str:
         """The canonical absolute path (symlinks resolved, missing names kept), like `realpath -m`."""
         await self._life.context()
         target = self.resolve(path)
-        result = await self._commands.file_command(
-            ["realpath", "-z", "-m", "--", target], timeout=60
-        )
+        argv = _portable.realpath_argv(target, gnu=await self._gnu())
+        result = await self._commands.file_command(argv, timeout=60)
         if result.exit_code != 0 or not result.stdout.endswith("\0"):
             text = _fallback.error_text(result.stderr)
             raise os_error(text, target, "realpath failed", code=errno.EINVAL)
@@ -310,8 +320,9 @@ class FileSystem:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _entries_by_command(self, target: str) -> list[dict[str, Any]]:
+        argv = _portable.list_argv(target, gnu=await self._gnu())
         result = await self._commands.file_command(
-            _fallback.list_argv(target), timeout=300, max_output=_fallback.LISTING_LIMIT
+            argv, timeout=300, max_output=_fallback.LISTING_LIMIT
         )
         if result.exit_code != 0:
             text = _fallback.error_text(result.stderr)

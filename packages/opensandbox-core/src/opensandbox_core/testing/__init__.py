@@ -14,8 +14,9 @@ assert fake.deleted == fake.created
 API (create, get, list, delete, renew, endpoints) and each sandbox's execd (ping, commands,
 files), in memory. No shell runs: a command is answered by the `on_command` callback when one is
 given (returning a `FakeOutcome`), else by a tiny table of canned behaviours (`printf`, `echo`,
-`true`, `false`, `exit N`, `sleep N`, `cat FILE`, `mkdir`, `rm`, and the library's own probe and
-atomic-rename commands), else with exit code 127.
+`true`, `false`, `exit N`, `sleep N`, `cat FILE`, `mkdir`, `rm`, `realpath -z -m`, and the
+library's own probe, GNU tools probe (it answers as an image with GNU tools) and atomic-rename
+commands), else with exit code 127.
 
 execd's two output framings are served: `framing="legacy"` (v1.0.17 to v1.0.19: one event per
 line, line endings stripped, the command's raw `<tmp>/<id>.stdout|.stderr` files kept and served

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 
+from opensandbox_core._files._portable import GNU_PROBE
 from opensandbox_core._wire._framing import PROBE_COMMAND, PROBE_OUTPUT
 
 from ._model import _TMP, _TMP_MARK, FakeCommand, FakeOutcome, FakeSandbox
@@ -93,7 +95,8 @@ def _builtin(name: str, args: list[str]) -> bytes | FakeOutcome | None:
 
 
 def _file_command(name: str, args: list[str], box: FakeSandbox) -> bytes | FakeOutcome | None:
-    """`cat`, the library's atomic rename, `mkdir` and `rm` on the fake sandbox's files."""
+    """`cat`, the library's atomic rename, its GNU tools probe, `realpath -z -m`, `mkdir` and
+    `rm` on the fake sandbox's files."""
     if name == "cat" and args:
         path = args[-1]
         if path not in box.files:
@@ -103,6 +106,10 @@ def _file_command(name: str, args: list[str], box: FakeSandbox) -> bytes | FakeO
         return box.files[path].data
     if name == "sh" and len(args) == 7 and args[0] == "-c" and "mv" in args[1]:
         return _rename(args, box)
+    if [name, *args] == GNU_PROBE:  # the fake stands for an image with GNU tools
+        return b""
+    if name == "realpath" and args[:3] == ["-z", "-m", "--"] and len(args) == 4:
+        return (posixpath.normpath(args[3]) + "\0").encode()  # the fake has no symlinks
     if name == "mkdir":
         for path in [a for a in args if a.startswith("/")]:
             box._parents(path + "/x")
