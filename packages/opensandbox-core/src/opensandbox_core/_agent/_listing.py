@@ -54,6 +54,7 @@ def unsupported(stderr: str) -> bool:
     """Whether `ls` said it lacks an option of `ls_argv` (`UNSUPPORTED`)."""
     return any(text in stderr for text in UNSUPPORTED)
 
+
 FIND_LISTING: Final = (
     # dash's `cd` does not say why it failed: `find` names the errno `scandir` would get
     'e=$(find "${1%/}/" -maxdepth 0 2>&1 >/dev/null); '
