@@ -36,6 +36,9 @@ def _blocks() -> list[tuple[str, str, str | None]]:
     return found
 
 
+# The docs' code is checked once per integration session (in its first profile run): that it
+# runs as written. What each execd generation changes is the business of the suites beside.
+@pytest.mark.daemon_neutral
 @pytest.mark.parametrize(("name", "code", "skip"), _blocks(), ids=[b[0] for b in _blocks()])
 def test_doc_example_runs(
     name: str, code: str, skip: str | None, testbed_env: dict[str, str], tmp_path: Path

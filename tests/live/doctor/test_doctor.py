@@ -121,6 +121,7 @@ def test_cli_secure_json_and_exit_status(testbed_env: dict[str, str], sandbox_im
     assert "[server] api_key" in proc.stdout
 
 
+@pytest.mark.daemon_neutral  # the server's configuration only
 @pytest.mark.usefixtures("no_env_key")
 async def test_insecure_server_fails_check_by_check(
     insecure_server: ExtraServer, sandbox_image: str, match
@@ -136,6 +137,7 @@ async def test_insecure_server_fails_check_by_check(
     assert no_doctor_sandboxes({}) == []
 
 
+@pytest.mark.daemon_neutral  # the server's configuration only
 def test_cli_insecure_exit_status(insecure_server: ExtraServer, sandbox_image: str):
     proc = run_cli(
         "--domain", insecure_server.domain, "--image", sandbox_image,
@@ -149,6 +151,7 @@ def test_cli_insecure_exit_status(insecure_server: ExtraServer, sandbox_image: s
     assert "fix: " in proc.stdout
 
 
+@pytest.mark.daemon_neutral  # the server's configuration only
 @pytest.mark.usefixtures("no_env_key")
 def test_allow_list_edge_cases(testbed_env: dict[str, str], sandbox_image: str):
     """Server 1.1.1: `allowed_host_paths = []` refuses every host path (not "allow all", as

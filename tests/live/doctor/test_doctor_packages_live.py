@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from pydantic_ai.workspaces import WorkspaceRef
 
 from deepagents_opensandbox_backend import OpenSandboxBackend as DeepBackend
@@ -16,6 +17,7 @@ from opensandbox_core.metadata import ADAPTER_KEY, LIBRARY_KEY, PYDANTIC_AI_CREA
 from pydantic_ai_opensandbox import OpenSandboxBackend as PydanticBackend
 
 
+@pytest.mark.daemon_neutral  # the server's labels, the same on every generation
 async def test_the_doctor_finds_the_sandboxes_of_every_package(sandbox_image: str) -> None:
     tag = {"osb-metadata-test": uuid.uuid4().hex}
     made: dict[str, str] = {}
