@@ -32,8 +32,7 @@ from opensandbox_core import (
 )
 from opensandbox_core.adapters import TIMEOUT_EXIT_CODE, run_for_agent
 
-from ._filesystem import NativeFiles, blocking_twin, plain_requested
-from ._mapping import execute_timeout
+from ._filesystem import NativeFiles, blocking_twin, execute_timeout, plain_requested
 from ._options import (
     DEFAULT_IMAGE,
     AttachOptions,
@@ -111,13 +110,7 @@ class OpenSandboxBackend(NativeFiles):
         """Create a sandbox and return a backend that owns it (`kill()` deletes it). The
         keywords are `SandboxOptions`' (the README's parameter table); a failed or interrupted
         create leaves no sandbox behind."""
-        return cls._created(options)
-
-    @classmethod
-    def _created(
-        cls, options: SandboxOptions, labels: Mapping[str, str] | None = None
-    ) -> OpenSandboxBackend:
-        backend = cls(options.create(labels), stderr_prefix=options.stderr_prefix)
+        backend = cls(options.create(), stderr_prefix=options.stderr_prefix)
         backend._creator.start_blocking()
         return backend
 
@@ -167,17 +160,10 @@ class OpenSandboxBackend(NativeFiles):
 
     # -- commands ---------------------------------------------------------------------------
     def execute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
-        """Run a shell command; output is stdout then stderr, exactly as printed.
-
-        `timeout` in seconds: `None` uses the backend's default (30 minutes), `0` means no
-        limit. A timed-out command is stopped and reported with exit code 124. With
-        `stderr_prefix` set (`create(stderr_prefix="[stderr] ")`), every stderr line of the
-        output starts with it.
-        """
+        """Differs: `timeout=0` is no limit, a timeout is exit code 124, `stderr_prefix`."""
         return self._run(self._execute(command, timeout, plain=plain_requested()))
 
     async def aexecute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
-        """`execute()` on the caller's event loop."""
         return await self._execute(command, timeout, plain=plain_requested())
 
     async def _execute(self, command: str, timeout: int | None, *, plain: bool) -> ExecuteResponse:
@@ -196,13 +182,7 @@ class OpenSandboxBackend(NativeFiles):
         max_capture_bytes: int | None = None,
         timeout: int | None = None,
     ) -> ExecuteOffloadResult:
-        """Run a shell command, leaving an output over `max_inline_bytes` in the sandbox at
-        `capture_path` (stdout and stderr as they interleave, byte-exact, capped at
-        `max_capture_bytes`, 10 MiB by default) and returning a preview of it, as the protocol
-        documents; a smaller output comes back whole and leaves no file. `timeout` as for
-        `execute()` (a timed-out command is not offloaded; what it printed stays at
-        `capture_path`). Where `capture_path` cannot be written, the command runs as
-        `execute()` does. `stderr_prefix` does not apply: the file holds what was printed."""
+        """Differs: the core's capture, no `stderr_prefix` (docs/deepagents.md#offload)."""
         limit: Any = DEFAULT if timeout is None else execute_timeout(timeout)
         cap = OFFLOAD_MAX_CAPTURE_BYTES if max_capture_bytes is None else max_capture_bytes
         try:

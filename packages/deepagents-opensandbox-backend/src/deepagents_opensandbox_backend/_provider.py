@@ -159,16 +159,7 @@ class OpenSandboxProvider(_ProviderBase):
 
     def get_or_create(self, *, sandbox_id: str | None = None, **kwargs: Any) -> OpenSandboxBackend:
         """Attach to `sandbox_id`, else create a sandbox (owned by this provider)."""
-        options, snapshot = _split(kwargs, sandbox_id)
-        if sandbox_id is not None:
-            try:
-                return OpenSandboxBackend.connect(sandbox_id, **_attach_kwargs(options))
-            except SandboxUnavailableError as exc:
-                _raise_not_found(exc)
-        create = _create_options(options)
-        if snapshot is None:
-            return self._own(OpenSandboxBackend._created(create, _LABELS))
-        return self._own(run_blocking(_restore(snapshot, create)))
+        return run_blocking(self.aget_or_create(sandbox_id=sandbox_id, **kwargs))
 
     async def aget_or_create(
         self, *, sandbox_id: str | None = None, **kwargs: Any
@@ -213,12 +204,7 @@ class OpenSandboxProvider(_ProviderBase):
     def delete(self, *, sandbox_id: str, force: bool = False, **kwargs: Any) -> None:
         """Delete a sandbox that this provider created (any sandbox with `force=True`; then
         `kwargs` name the server: `domain`, `api_key`, `use_server_proxy`). Idempotent."""
-        sandbox_id = _validate.sandbox_id(sandbox_id)
-        target = self._take(sandbox_id, force, kwargs)
-        if isinstance(target, OpenSandboxBackend):
-            target.kill()
-        else:
-            run_blocking(destroy_sandbox(sandbox_id, target))
+        run_blocking(self.adelete(sandbox_id=sandbox_id, force=force, **kwargs))
 
     async def adelete(self, *, sandbox_id: str, force: bool = False, **kwargs: Any) -> None:
         """`delete()` on the caller's event loop."""

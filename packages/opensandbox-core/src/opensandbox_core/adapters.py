@@ -25,6 +25,7 @@ from ._agent._listing import (
     unescape_name,
 )
 from ._agent._output import PreviewLayout, combined_output, head_lines, tail_lines
+from ._agent._paths import TRANSFER_ERRNOS, execd_editable, is_utf8, sendable_path
 from ._agent._provision import IMAGE_ENV, find_snapshot, image_from_env, restore_spec
 from ._agent._run import TIMEOUT_EXIT_CODE, AgentOutput, run_for_agent, timed_out_output
 from ._agent._terminals import ScopedTerminalTools
@@ -39,6 +40,7 @@ __all__ = [
     "PATH_ERRORS",
     "ROOT_ERRORS",
     "TIMEOUT_EXIT_CODE",
+    "TRANSFER_ERRNOS",
     "AgentOutput",
     "FileMatches",
     "PreviewLayout",
@@ -47,10 +49,12 @@ __all__ = [
     "SessionKeywords",
     "choose_replacement",
     "combined_output",
+    "execd_editable",
     "find_snapshot",
     "grep_universal",
     "head_lines",
     "image_from_env",
+    "is_utf8",
     "ls_argv",
     "match_files",
     "parse_find_listing",
@@ -59,6 +63,7 @@ __all__ = [
     "python_glob",
     "restore_spec",
     "run_for_agent",
+    "sendable_path",
     "tail_lines",
     "takes_keywords",
     "takes_keywords_after_id",
