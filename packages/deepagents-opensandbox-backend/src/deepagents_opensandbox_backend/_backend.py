@@ -1,13 +1,6 @@
-"""`OpenSandboxBackend`: a Deep Agents `BaseSandbox` on one sandbox of a self-hosted OpenSandbox.
-
-opensandbox-core does the sandbox work; this module translates. Construction does no I/O;
-`create()` creates the sandbox before it returns and leaks nothing when it fails or is
-interrupted (the core's `CreateGuard`). Whoever creates a sandbox owns it: `kill()` deletes it
-only on a backend from `create()` (or with `force=True`). `execute()` never raises for a failing
-command (a timeout is exit code 124); bad arguments raise `ValueError`, a gone sandbox
-`SandboxUnavailableError`, a server failure `ServerError`. The async methods run on the
-caller's loop, the blocking ones on the core's portal loop (`run_blocking`). Verified versions
-and the reasons behind each choice: docs/deepagents.md.
+"""`OpenSandboxBackend`: a Deep Agents `BaseSandbox` on one sandbox of a self-hosted OpenSandbox;
+opensandbox-core does the sandbox work, this module translates. Contract (construction, ownership,
+errors, loops): docs/deepagents.md#opensandboxbackend.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """The file operations of `OpenSandboxBackend`, native instead of BaseSandbox's `python3 -c`
-scripts: the core's uploads, downloads, `DirectoryLister`, `edit_file`, paged `read_lines`,
-`walk_files`, literal grep (`_grep.py`) and `remove`, translated to the protocol's types.
-
-Each answers as BaseSandbox does (`tests/live/deepagents_backend/test_native_tools.py` compares
-them on one sandbox); where a native path cannot be exact, or the installed release answers a
-case its own way, the call goes to BaseSandbox's public method. Paths are absolute in every
-file operation. Details: docs/deepagents.md#native-file-operations.
+scripts, translated to the protocol's types; where a native path cannot be exact, BaseSandbox's
+public method answers. Details: docs/deepagents.md#native-file-operations.
 """
 
 from __future__ import annotations
@@ -319,7 +314,10 @@ class NativeFiles(BaseSandbox, SessionHandle):
         *,
         max_count: int | None = None,
     ) -> GrepResult:
-        return self._run(self._grep(pattern, path, glob, max_count, DEFAULT))
+        excluded = self.grep_exclude_dirs
+        return self._run(
+            native_grep(self._session, pattern, path, glob, max_count, excluded, DEFAULT)
+        )
 
     async def agrep(
         self,
@@ -330,14 +328,8 @@ class NativeFiles(BaseSandbox, SessionHandle):
         max_count: int | None = None,
     ) -> GrepResult:
         """Stopped after BaseSandbox's `agrep` budget (`ASYNC_GREP_TIMEOUT`)."""
-        return await self._grep(pattern, path, glob, max_count, ASYNC_GREP_TIMEOUT)
-
-    async def _grep(
-        self, pattern: str, path: str | None, glob: str | None, max_count: int | None, timeout: Any
-    ) -> GrepResult:
-        return await native_grep(
-            self._session, pattern, path, glob, max_count, self.grep_exclude_dirs, timeout
-        )
+        excluded, timeout = self.grep_exclude_dirs, ASYNC_GREP_TIMEOUT
+        return await native_grep(self._session, pattern, path, glob, max_count, excluded, timeout)
 
     async def adelete(self, file_path: str) -> DeleteResult:
         if isinstance(file_path, str) and not is_utf8(file_path):
