@@ -26,7 +26,14 @@ from ._agent._listing import (
 )
 from ._agent._output import PreviewLayout, combined_output, head_lines, tail_lines
 from ._agent._paths import TRANSFER_ERRNOS, execd_editable, is_utf8, sendable_path
-from ._agent._provision import IMAGE_ENV, find_snapshot, image_from_env, restore_spec
+from ._agent._provision import (
+    IMAGE_ENV,
+    CreatedSandboxes,
+    find_snapshot,
+    image_from_env,
+    restore_spec,
+    split_snapshot,
+)
 from ._agent._run import TIMEOUT_EXIT_CODE, AgentOutput, run_for_agent, timed_out_output
 from ._agent._terminals import ScopedTerminalTools
 from ._keywords import takes_keywords, takes_keywords_after_id
@@ -42,6 +49,7 @@ __all__ = [
     "TIMEOUT_EXIT_CODE",
     "TRANSFER_ERRNOS",
     "AgentOutput",
+    "CreatedSandboxes",
     "FileMatches",
     "PreviewLayout",
     "ScopedTerminalTools",
@@ -64,6 +72,7 @@ __all__ = [
     "restore_spec",
     "run_for_agent",
     "sendable_path",
+    "split_snapshot",
     "tail_lines",
     "takes_keywords",
     "takes_keywords_after_id",

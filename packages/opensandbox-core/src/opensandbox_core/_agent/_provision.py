@@ -1,11 +1,14 @@
 """Provisioning helpers for tools that start sandboxes for a user (agent CLIs, providers):
 the image named in the environment, a snapshot found by name or id, and a sandbox of a
-`SandboxSpec` started from a snapshot."""
+`SandboxSpec` started from a snapshot; a provider's arguments checked, and the sandboxes it
+created (only those are deleted without `force`)."""
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Final
+import threading
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from opensandbox_core._errors import ConfigurationError
 from opensandbox_core._fleet._snapshots import get_snapshot, list_snapshots, restore_snapshot
@@ -14,7 +17,16 @@ if TYPE_CHECKING:
     from opensandbox_core._config import Connection, SandboxSpec
     from opensandbox_core._session import AsyncSandboxSession
 
-__all__ = ["IMAGE_ENV", "find_snapshot", "image_from_env", "restore_spec"]
+__all__ = [
+    "IMAGE_ENV",
+    "CreatedSandboxes",
+    "find_snapshot",
+    "image_from_env",
+    "restore_spec",
+    "split_snapshot",
+]
+
+T = TypeVar("T")
 
 IMAGE_ENV: Final = "OPEN_SANDBOX_IMAGE"
 """Environment variable naming the image of a created sandbox when none is given."""
@@ -57,3 +69,61 @@ async def restore_spec(
         ready_timeout=spec.ready_timeout,
         **session_options,
     )
+
+
+def split_snapshot(
+    kwargs: Mapping[str, Any],
+    sandbox_id: str | None,
+    allowed: Collection[str],
+    provider: str,
+    see: str,
+) -> tuple[dict[str, Any], str | None]:
+    """A provider's create options (each in `allowed`) and its `snapshot` reference (stripped),
+    out of `kwargs`; `ConfigurationError` for anything else, a blank snapshot, or a snapshot
+    with a `sandbox_id`. `provider` names the provider in the messages, `see` its create call."""
+    options = dict(kwargs)
+    snapshot = options.pop("snapshot", None)
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ConfigurationError(
+            f"The {provider} does not take {', '.join(map(repr, unknown))}. "
+            f"It takes {', '.join(sorted(allowed))} and snapshot (see {see})."
+        )
+    if snapshot is not None and (not isinstance(snapshot, str) or not snapshot.strip()):
+        raise ConfigurationError(
+            f"snapshot must be a snapshot's name or id (a non-empty string), got {snapshot!r}."
+        )
+    if snapshot is not None and sandbox_id is not None:
+        raise ConfigurationError(
+            "snapshot cannot be combined with sandbox_id: a snapshot starts a new sandbox."
+        )
+    return options, snapshot.strip() if snapshot is not None else None
+
+
+class CreatedSandboxes(Generic[T]):
+    """What a provider created, by sandbox id (thread-safe): whoever creates a sandbox owns it."""
+
+    def __init__(self) -> None:
+        self._created: dict[str, T] = {}
+        self._lock = threading.Lock()
+
+    def own(self, sandbox_id: str, item: T) -> T:
+        with self._lock:
+            self._created[sandbox_id] = item
+        return item
+
+    def take(self, sandbox_id: str, *, force: bool) -> T | None:
+        """The item created as `sandbox_id` (forgotten here); None for another sandbox when
+        `force` is set, else `ConfigurationError` (it is not this provider's to delete)."""
+        with self._lock:
+            item = self._created.pop(sandbox_id, None)
+        if item is None and not force:
+            raise ConfigurationError(
+                f"Sandbox {sandbox_id} was not created by this provider, so it is not deleted "
+                "(whoever creates a sandbox owns it). Pass force=True to delete it anyway."
+            )
+        return item
+
+    def ids(self) -> list[str]:
+        with self._lock:
+            return sorted(self._created)
