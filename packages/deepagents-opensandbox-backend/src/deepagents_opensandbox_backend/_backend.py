@@ -20,10 +20,9 @@ from opensandbox_core import (
     DirectoryUpload,
     OffloadedRun,
     UploadOptions,
-    decode_output,
     upload_directory,
 )
-from opensandbox_core.adapters import TIMEOUT_EXIT_CODE, run_for_agent
+from opensandbox_core.adapters import AgentOutput, offload_timed_out, offload_view, run_for_agent
 
 from ._filesystem import NativeFiles, blocking_twin, execute_timeout, plain_requested
 from ._options import (
@@ -43,29 +42,13 @@ logger = logging.getLogger(__name__)
 def offload_result(run: OffloadedRun) -> ExecuteOffloadResult:
     """The protocol's result for a finished `run_offloaded`: the whole output when small, else
     a preview cut as the protocol's shell wrapper cuts it (`OFFLOAD_PREVIEW`)."""
-    if run.output is not None:
-        response = ExecuteResponse(
-            output=run.output, exit_code=run.exit_code, truncated=run.truncated
-        )
-        return ExecuteOffloadResult(offloaded=False, response=response)
-    preview, marker = OFFLOAD_PREVIEW.preview(run)
-    response = ExecuteResponse(
-        output=decode_output(preview), exit_code=run.exit_code, truncated=run.truncated
-    )
-    return ExecuteOffloadResult(
-        offloaded=True, response=response, preview_has_truncation_marker=marker
-    )
+    view = offload_view(run, OFFLOAD_PREVIEW)
+    marker = view.marker
+    return ExecuteOffloadResult(view.offloaded, _response(view.output), marker)
 
 
-def timed_out_result(exc: CommandTimeoutError, capture_path: str) -> ExecuteOffloadResult:
-    """A command stopped at its timeout, reported as `execute()` reports one; what it printed
-    until then is in the capture file, which is named."""
-    output = (
-        f"Error: the command timed out after {exc.timeout:g} seconds and was stopped; what it "
-        f"printed before that is in {capture_path} (its last few KiB may be missing)."
-    )
-    response = ExecuteResponse(output=output, exit_code=TIMEOUT_EXIT_CODE, truncated=False)
-    return ExecuteOffloadResult(offloaded=False, response=response)
+def _response(out: AgentOutput) -> ExecuteResponse:
+    return ExecuteResponse(output=out.output, exit_code=out.exit_code, truncated=out.truncated)
 
 
 class OpenSandboxBackend(NativeFiles):
@@ -164,7 +147,7 @@ class OpenSandboxBackend(NativeFiles):
         ran = await run_for_agent(
             self._session, command, timeout=limit, stderr_prefix=self._stderr_prefix, plain=plain
         )
-        return ExecuteResponse(output=ran.output, exit_code=ran.exit_code, truncated=ran.truncated)
+        return _response(ran)
 
     async def aexecute_with_offload(
         self,
@@ -188,7 +171,7 @@ class OpenSandboxBackend(NativeFiles):
                 timeout=limit,
             )
         except CommandTimeoutError as exc:
-            return timed_out_result(exc, capture_path)
+            return ExecuteOffloadResult(False, _response(offload_timed_out(exc, capture_path)))
         except OSError as exc:
             # `capture_path` cannot be written (nothing ran): the output comes back whole.
             logger.warning("Could not offload a command's output to %s (%s)", capture_path, exc)

@@ -32,11 +32,19 @@ from ._agent._provision import (
     find_snapshot,
     image_from_env,
     restore_spec,
-    split_snapshot,
 )
-from ._agent._run import TIMEOUT_EXIT_CODE, AgentOutput, run_for_agent, timed_out_output
+from ._agent._run import (
+    TIMEOUT_EXIT_CODE,
+    AgentOutput,
+    OffloadView,
+    offload_timed_out,
+    offload_view,
+    run_for_agent,
+    timed_out_output,
+)
 from ._agent._terminals import ScopedTerminalTools
 from ._keywords import takes_keywords, takes_keywords_after_id
+from ._validate._calls import split_snapshot
 
 __all__ = [
     "C_LOCALE",
@@ -51,6 +59,7 @@ __all__ = [
     "AgentOutput",
     "CreatedSandboxes",
     "FileMatches",
+    "OffloadView",
     "PreviewLayout",
     "ScopedTerminalTools",
     "SessionHandle",
@@ -65,6 +74,8 @@ __all__ = [
     "is_utf8",
     "ls_argv",
     "match_files",
+    "offload_timed_out",
+    "offload_view",
     "parse_find_listing",
     "parse_ls",
     "path_error",

@@ -1,13 +1,12 @@
 """Provisioning helpers for tools that start sandboxes for a user (agent CLIs, providers):
 the image named in the environment, a snapshot found by name or id, and a sandbox of a
-`SandboxSpec` started from a snapshot; a provider's arguments checked, and the sandboxes it
+`SandboxSpec` started from a snapshot; and the sandboxes a provider
 created (only those are deleted without `force`)."""
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from opensandbox_core._errors import ConfigurationError
@@ -23,7 +22,6 @@ __all__ = [
     "find_snapshot",
     "image_from_env",
     "restore_spec",
-    "split_snapshot",
 ]
 
 T = TypeVar("T")
@@ -69,35 +67,6 @@ async def restore_spec(
         ready_timeout=spec.ready_timeout,
         **session_options,
     )
-
-
-def split_snapshot(
-    kwargs: Mapping[str, Any],
-    sandbox_id: str | None,
-    allowed: Collection[str],
-    provider: str,
-    see: str,
-) -> tuple[dict[str, Any], str | None]:
-    """A provider's create options (each in `allowed`) and its `snapshot` reference (stripped),
-    out of `kwargs`; `ConfigurationError` for anything else, a blank snapshot, or a snapshot
-    with a `sandbox_id`. `provider` names the provider in the messages, `see` its create call."""
-    options = dict(kwargs)
-    snapshot = options.pop("snapshot", None)
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        raise ConfigurationError(
-            f"The {provider} does not take {', '.join(map(repr, unknown))}. "
-            f"It takes {', '.join(sorted(allowed))} and snapshot (see {see})."
-        )
-    if snapshot is not None and (not isinstance(snapshot, str) or not snapshot.strip()):
-        raise ConfigurationError(
-            f"snapshot must be a snapshot's name or id (a non-empty string), got {snapshot!r}."
-        )
-    if snapshot is not None and sandbox_id is not None:
-        raise ConfigurationError(
-            "snapshot cannot be combined with sandbox_id: a snapshot starts a new sandbox."
-        )
-    return options, snapshot.strip() if snapshot is not None else None
 
 
 class CreatedSandboxes(Generic[T]):
