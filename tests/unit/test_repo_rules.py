@@ -556,6 +556,9 @@ NOT_ARGUMENT_CHECKS = {
     ("_agent/_provision.py", "find_snapshot"): (
         "no ready snapshot of that name or id on the server: known only by asking it"
     ),
+    ("_agent/_provision.py", "CreatedSandboxes.take"): (
+        "a sandbox this provider did not create: ownership (its registry), not a bad argument"
+    ),
     ("_commands/_background.py", "BackgroundProcess._life"): (
         "a handle built without a session: how the object was made, not a bad argument"
     ),

@@ -15,7 +15,7 @@ from deepagents.backends.protocol import FileOperationError
 
 import deepagents_opensandbox_backend
 from deepagents_opensandbox_backend import InsecureSandboxWarning, OpenSandboxBackend
-from deepagents_opensandbox_backend._mapping import (
+from deepagents_opensandbox_backend._filesystem import (
     TRANSFER_ERRORS,
     check_transfer_path,
     execute_timeout,

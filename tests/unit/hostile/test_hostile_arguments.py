@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deepagents_opensandbox_backend._mapping import check_transfer_path, execute_timeout
+from deepagents_opensandbox_backend._filesystem import check_transfer_path, execute_timeout
 from deepagents_opensandbox_backend._options import SandboxOptions
 from opensandbox_core import (
     AsyncSandboxSession,

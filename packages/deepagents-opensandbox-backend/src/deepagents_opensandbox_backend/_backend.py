@@ -1,13 +1,6 @@
-"""`OpenSandboxBackend`: a Deep Agents `BaseSandbox` on one sandbox of a self-hosted OpenSandbox.
-
-opensandbox-core does the sandbox work; this module translates. Construction does no I/O;
-`create()` creates the sandbox before it returns and leaks nothing when it fails or is
-interrupted (the core's `CreateGuard`). Whoever creates a sandbox owns it: `kill()` deletes it
-only on a backend from `create()` (or with `force=True`). `execute()` never raises for a failing
-command (a timeout is exit code 124); bad arguments raise `ValueError`, a gone sandbox
-`SandboxUnavailableError`, a server failure `ServerError`. The async methods run on the
-caller's loop, the blocking ones on the core's portal loop (`run_blocking`). Verified versions
-and the reasons behind each choice: docs/deepagents.md.
+"""`OpenSandboxBackend`: a Deep Agents `BaseSandbox` on one sandbox of a self-hosted OpenSandbox;
+opensandbox-core does the sandbox work, this module translates. Contract (construction, ownership,
+errors, loops): docs/deepagents.md#opensandboxbackend.
 """
 
 from __future__ import annotations
@@ -27,13 +20,11 @@ from opensandbox_core import (
     DirectoryUpload,
     OffloadedRun,
     UploadOptions,
-    decode_output,
     upload_directory,
 )
-from opensandbox_core.adapters import TIMEOUT_EXIT_CODE, run_for_agent
+from opensandbox_core.adapters import AgentOutput, offload_timed_out, offload_view, run_for_agent
 
-from ._filesystem import NativeFiles, blocking_twin, plain_requested
-from ._mapping import execute_timeout
+from ._filesystem import NativeFiles, blocking_twin, execute_timeout, plain_requested
 from ._options import (
     DEFAULT_IMAGE,
     AttachOptions,
@@ -51,29 +42,13 @@ logger = logging.getLogger(__name__)
 def offload_result(run: OffloadedRun) -> ExecuteOffloadResult:
     """The protocol's result for a finished `run_offloaded`: the whole output when small, else
     a preview cut as the protocol's shell wrapper cuts it (`OFFLOAD_PREVIEW`)."""
-    if run.output is not None:
-        response = ExecuteResponse(
-            output=run.output, exit_code=run.exit_code, truncated=run.truncated
-        )
-        return ExecuteOffloadResult(offloaded=False, response=response)
-    preview, marker = OFFLOAD_PREVIEW.preview(run)
-    response = ExecuteResponse(
-        output=decode_output(preview), exit_code=run.exit_code, truncated=run.truncated
-    )
-    return ExecuteOffloadResult(
-        offloaded=True, response=response, preview_has_truncation_marker=marker
-    )
+    view = offload_view(run, OFFLOAD_PREVIEW)
+    marker = view.marker
+    return ExecuteOffloadResult(view.offloaded, _response(view.output), marker)
 
 
-def timed_out_result(exc: CommandTimeoutError, capture_path: str) -> ExecuteOffloadResult:
-    """A command stopped at its timeout, reported as `execute()` reports one; what it printed
-    until then is in the capture file, which is named."""
-    output = (
-        f"Error: the command timed out after {exc.timeout:g} seconds and was stopped; what it "
-        f"printed before that is in {capture_path} (its last few KiB may be missing)."
-    )
-    response = ExecuteResponse(output=output, exit_code=TIMEOUT_EXIT_CODE, truncated=False)
-    return ExecuteOffloadResult(offloaded=False, response=response)
+def _response(out: AgentOutput) -> ExecuteResponse:
+    return ExecuteResponse(output=out.output, exit_code=out.exit_code, truncated=out.truncated)
 
 
 class OpenSandboxBackend(NativeFiles):
@@ -111,13 +86,7 @@ class OpenSandboxBackend(NativeFiles):
         """Create a sandbox and return a backend that owns it (`kill()` deletes it). The
         keywords are `SandboxOptions`' (the README's parameter table); a failed or interrupted
         create leaves no sandbox behind."""
-        return cls._created(options)
-
-    @classmethod
-    def _created(
-        cls, options: SandboxOptions, labels: Mapping[str, str] | None = None
-    ) -> OpenSandboxBackend:
-        backend = cls(options.create(labels), stderr_prefix=options.stderr_prefix)
+        backend = cls(options.create(), stderr_prefix=options.stderr_prefix)
         backend._creator.start_blocking()
         return backend
 
@@ -167,17 +136,10 @@ class OpenSandboxBackend(NativeFiles):
 
     # -- commands ---------------------------------------------------------------------------
     def execute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
-        """Run a shell command; output is stdout then stderr, exactly as printed.
-
-        `timeout` in seconds: `None` uses the backend's default (30 minutes), `0` means no
-        limit. A timed-out command is stopped and reported with exit code 124. With
-        `stderr_prefix` set (`create(stderr_prefix="[stderr] ")`), every stderr line of the
-        output starts with it.
-        """
+        """Differs: `timeout=0` is no limit, a timeout is exit code 124, `stderr_prefix`."""
         return self._run(self._execute(command, timeout, plain=plain_requested()))
 
     async def aexecute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
-        """`execute()` on the caller's event loop."""
         return await self._execute(command, timeout, plain=plain_requested())
 
     async def _execute(self, command: str, timeout: int | None, *, plain: bool) -> ExecuteResponse:
@@ -185,7 +147,7 @@ class OpenSandboxBackend(NativeFiles):
         ran = await run_for_agent(
             self._session, command, timeout=limit, stderr_prefix=self._stderr_prefix, plain=plain
         )
-        return ExecuteResponse(output=ran.output, exit_code=ran.exit_code, truncated=ran.truncated)
+        return _response(ran)
 
     async def aexecute_with_offload(
         self,
@@ -196,13 +158,7 @@ class OpenSandboxBackend(NativeFiles):
         max_capture_bytes: int | None = None,
         timeout: int | None = None,
     ) -> ExecuteOffloadResult:
-        """Run a shell command, leaving an output over `max_inline_bytes` in the sandbox at
-        `capture_path` (stdout and stderr as they interleave, byte-exact, capped at
-        `max_capture_bytes`, 10 MiB by default) and returning a preview of it, as the protocol
-        documents; a smaller output comes back whole and leaves no file. `timeout` as for
-        `execute()` (a timed-out command is not offloaded; what it printed stays at
-        `capture_path`). Where `capture_path` cannot be written, the command runs as
-        `execute()` does. `stderr_prefix` does not apply: the file holds what was printed."""
+        """Differs: the core's capture, no `stderr_prefix` (docs/deepagents.md#offload)."""
         limit: Any = DEFAULT if timeout is None else execute_timeout(timeout)
         cap = OFFLOAD_MAX_CAPTURE_BYTES if max_capture_bytes is None else max_capture_bytes
         try:
@@ -215,7 +171,7 @@ class OpenSandboxBackend(NativeFiles):
                 timeout=limit,
             )
         except CommandTimeoutError as exc:
-            return timed_out_result(exc, capture_path)
+            return ExecuteOffloadResult(False, _response(offload_timed_out(exc, capture_path)))
         except OSError as exc:
             # `capture_path` cannot be written (nothing ran): the output comes back whole.
             logger.warning("Could not offload a command's output to %s (%s)", capture_path, exc)

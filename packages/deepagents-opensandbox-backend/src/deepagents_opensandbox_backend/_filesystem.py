@@ -1,27 +1,28 @@
 """The file operations of `OpenSandboxBackend`, native instead of BaseSandbox's `python3 -c`
-scripts: the core's uploads, downloads, `DirectoryLister`, `edit_file`, paged `read_lines`,
-`walk_files`, literal grep (`_grep.py`) and `remove`, translated to the protocol's types.
-
-Each answers as BaseSandbox does (`tests/live/deepagents_backend/test_native_tools.py` compares
-them on one sandbox); where a native path cannot be exact, or the installed release answers a
-case its own way, the call goes to BaseSandbox's public method. Paths are absolute in every
-file operation. Details: docs/deepagents.md#native-file-operations.
+scripts, translated to the protocol's types; where a native path cannot be exact, BaseSandbox's
+public method answers. Details: docs/deepagents.md#native-file-operations.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Final
+from types import MappingProxyType
+from typing import Any, Final, cast
 
 from deepagents.backends import utils as deepagents_utils
 from deepagents.backends.protocol import (
     ASYNC_GREP_TIMEOUT,
+    FILE_NOT_FOUND,
+    INVALID_PATH,
+    IS_DIRECTORY,
+    PERMISSION_DENIED,
     DeleteResult,
     EditResult,
     FileDownloadResponse,
     FileInfo,
+    FileOperationError,
     FileUploadResponse,
     GlobResult,
     GrepResult,
@@ -37,12 +38,21 @@ from opensandbox_core import (
     DirectoryLister,
     NotTextError,
     OutputLimitError,
+    TransferResult,
     edit_file,
 )
-from opensandbox_core.adapters import FILE_ERRORS, SessionHandle, match_files
+from opensandbox_core import validation as _validate
+from opensandbox_core.adapters import (
+    FILE_ERRORS,
+    TRANSFER_ERRNOS,
+    SessionHandle,
+    execd_editable,
+    is_utf8,
+    match_files,
+    sendable_path,
+)
 
 from ._grep import native_grep
-from ._mapping import check_transfer_path, transfer_error
 from ._texts import (
     BASE64_LIMIT,
     EFFECTIVE_LIMIT,
@@ -57,7 +67,17 @@ from ._texts import (
     write_error,
 )
 
-__all__ = ["NativeFiles", "native_glob", "native_read", "plain_output", "plain_requested"]
+__all__ = [
+    "TRANSFER_ERRORS",
+    "NativeFiles",
+    "check_transfer_path",
+    "execute_timeout",
+    "native_glob",
+    "native_read",
+    "plain_output",
+    "plain_requested",
+    "transfer_error",
+]
 
 _PLAIN: ContextVar[bool] = ContextVar("osb_plain_output", default=False)
 
@@ -87,15 +107,6 @@ def plain_requested() -> bool:
     return _PLAIN.get()
 
 
-def is_utf8(text: str) -> bool:
-    """Whether `text` can be encoded as UTF-8 (no lone surrogates)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _shown(path: object) -> str:
     return path if isinstance(path, str) else repr(path)
 
@@ -105,13 +116,49 @@ def _plain_bounds(offset: object, limit: object) -> bool:
     return type(offset) is int and type(limit) is int and offset >= 0 and limit > 0
 
 
-def _editable(file_path: object, old: str, new: str) -> bool:
-    """Whether execd's replace takes this path as it is (no `$`, no `..`) and the strings."""
-    if not isinstance(file_path, str) or not file_path.startswith("/") or "\0" in file_path:
-        return False
-    if "$" in file_path or ".." in file_path.split("/"):
-        return False
-    return is_utf8(file_path) and is_utf8(old) and is_utf8(new)
+TRANSFER_ERRORS: Final[Mapping[str, FileOperationError | None]] = MappingProxyType(
+    {
+        # opensandbox-core's TransferResult.error  ->  Deep Agents' FileOperationError
+        "file_not_found": FILE_NOT_FOUND,
+        "permission_denied": PERMISSION_DENIED,
+        "is_directory": IS_DIRECTORY,
+        "invalid_path": INVALID_PATH,
+        # A parent of the path is a regular file (FilesystemBackend says invalid_path too).
+        "not_a_directory": INVALID_PATH,
+        # Not about the file: the sandbox is gone, or the server failed. These raise (None),
+        # as Deep Agents' FilesystemBackend re-raises what it cannot classify.
+        "unavailable": None,
+        "error": None,
+    }
+)
+"""How each per-file outcome of the core's batch transfer is reported to Deep Agents."""
+
+
+def check_transfer_path(path: object) -> FileOperationError | None:
+    """`invalid_path` for a path that must not be sent at all (the core's `sendable_path`)."""
+    return None if sendable_path(path) else INVALID_PATH
+
+
+def transfer_error(result: TransferResult) -> FileOperationError | None:
+    """The Deep Agents error code of one core transfer result (None on success); raises the
+    underlying exception when the failure is not about that file."""
+    if result.error is None:
+        return None
+    code = TRANSFER_ERRORS.get(result.error)
+    if code is not None:
+        return code
+    exc = result.exception
+    if isinstance(exc, OSError) and exc.errno is not None and exc.errno in TRANSFER_ERRNOS:
+        return cast(FileOperationError, TRANSFER_ERRNOS[exc.errno])
+    if exc is not None:
+        raise exc
+    raise RuntimeError(f"Transfer of {result.path!r} failed without a reason ({result.error}).")
+
+
+def execute_timeout(value: object) -> float | None:
+    """`execute(timeout=)` as the core wants it (`None` handled by the caller): `0` is no limit,
+    anything but a non-negative number a `ValueError` (the execute tool shows it to the model)."""
+    return _validate.zero_is_none(value, "timeout")
 
 
 async def native_read(
@@ -170,11 +217,9 @@ class NativeFiles(BaseSandbox, SessionHandle):
         self._lister = DirectoryLister(session)
 
     def upload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
-        """Write files (parents created, existing files replaced); one result per file, in order."""
         return self._run(self.aupload_files(files))
 
     async def aupload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
-        """`upload_files()` on the caller's event loop."""
         responses: list[FileUploadResponse | None] = []
         batch: list[tuple[str, bytes]] = []
         for path, content in files:
@@ -193,11 +238,9 @@ class NativeFiles(BaseSandbox, SessionHandle):
         ]
 
     def download_files(self, paths: list[str]) -> list[FileDownloadResponse]:
-        """Read files as bytes; one result per file, in order."""
         return self._run(self.adownload_files(paths))
 
     async def adownload_files(self, paths: list[str]) -> list[FileDownloadResponse]:
-        """`download_files()` on the caller's event loop."""
         problems = [check_transfer_path(path) for path in paths]
         batch = [path for path, problem in zip(paths, problems, strict=True) if problem is None]
         results = iter(await self._session.download_files(batch) if batch else [])
@@ -213,14 +256,12 @@ class NativeFiles(BaseSandbox, SessionHandle):
         return out
 
     async def awrite(self, file_path: str, content: str) -> WriteResult:
-        """Create or overwrite a text file (parents created), in one native upload."""
         responses = await self.aupload_files([(file_path, content.encode("utf-8"))])
         if responses[0].error:
             return write_error(file_path, responses[0].error)
         return WriteResult(path=file_path)
 
     async def als(self, path: str) -> LsResult:
-        """The entries of a directory in directory order, as BaseSandbox lists them."""
         if not isinstance(path, str) or "\0" in path or not is_utf8(path):
             return await BaseSandbox.als(self, path)  # its script decides (or raises)
         if not path:
@@ -233,10 +274,8 @@ class NativeFiles(BaseSandbox, SessionHandle):
     async def aedit(
         self, file_path: str, old_string: str, new_string: str, replace_all: bool = False
     ) -> EditResult:
-        """Replace `old_string` in a text file as BaseSandbox does (CRLF-aware, one match unless
-        `replace_all`), natively: a download and execd's in-place replace."""
         outcome = None
-        if old_string and _editable(file_path, old_string, new_string):
+        if old_string and execd_editable(file_path, old_string, new_string):
             outcome = await edit_file(
                 self._session, file_path, old_string, new_string, replace_all=bool(replace_all)
             )
@@ -247,18 +286,14 @@ class NativeFiles(BaseSandbox, SessionHandle):
         return EditResult(path=file_path, occurrences=outcome.occurrences)
 
     def glob(self, pattern: str, path: str | None = None) -> GlobResult:
-        """Regular files under `path` matching `pattern`, as BaseSandbox finds them."""
         result = self._run(native_glob(self._session, pattern, path))
         return result if result is not None else BaseSandbox.glob(self, pattern, path)
 
     async def aglob(self, pattern: str, path: str | None = None) -> GlobResult:
-        """`glob()` on the caller's event loop."""
         result = await native_glob(self._session, pattern, path)
         return result if result is not None else await BaseSandbox.aglob(self, pattern, path)
 
     async def aread(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
-        """A page of a text file, or a binary file as base64, as BaseSandbox reads it; files over
-        1 MiB page by HTTP Range reads with a line index (the core's `read_lines`)."""
         if isinstance(file_path, str) and not is_utf8(file_path):
             return await BaseSandbox.aread(self, file_path, offset, limit)  # raises, as it does
         problem = check_transfer_path(file_path)
@@ -279,9 +314,10 @@ class NativeFiles(BaseSandbox, SessionHandle):
         *,
         max_count: int | None = None,
     ) -> GrepResult:
-        """Lines holding the literal `pattern`, as BaseSandbox's `grep` finds them, from the
-        core's literal grep: argv only, nothing read by a shell (`_grep.py`)."""
-        return self._run(self._grep(pattern, path, glob, max_count, DEFAULT))
+        excluded = self.grep_exclude_dirs
+        return self._run(
+            native_grep(self._session, pattern, path, glob, max_count, excluded, DEFAULT)
+        )
 
     async def agrep(
         self,
@@ -291,18 +327,11 @@ class NativeFiles(BaseSandbox, SessionHandle):
         *,
         max_count: int | None = None,
     ) -> GrepResult:
-        """`grep()` on the caller's event loop, stopped after BaseSandbox's `agrep` budget."""
-        return await self._grep(pattern, path, glob, max_count, ASYNC_GREP_TIMEOUT)
-
-    async def _grep(
-        self, pattern: str, path: str | None, glob: str | None, max_count: int | None, timeout: Any
-    ) -> GrepResult:
-        return await native_grep(
-            self._session, pattern, path, glob, max_count, self.grep_exclude_dirs, timeout
-        )
+        """Stopped after BaseSandbox's `agrep` budget (`ASYNC_GREP_TIMEOUT`)."""
+        excluded, timeout = self.grep_exclude_dirs, ASYNC_GREP_TIMEOUT
+        return await native_grep(self._session, pattern, path, glob, max_count, excluded, timeout)
 
     async def adelete(self, file_path: str) -> DeleteResult:
-        """Delete a file, symlink (not its target) or directory tree (the core's `remove`)."""
         if isinstance(file_path, str) and not is_utf8(file_path):
             return await BaseSandbox.adelete(self, file_path)  # not sendable to execd's file API
         problem = check_transfer_path(file_path)
@@ -322,6 +351,7 @@ def install(cls: type, name: str, method: Callable[..., Any], wrapped: Any) -> N
     method.__name__ = name
     method.__qualname__ = f"{cls.__name__}.{name}"
     method.__doc__ = wrapped.__doc__
+    method.__module__ = cls.__module__  # `inspect.getdoc` finds the protocol's docstring
     setattr(method, "__wrapped__", wrapped)  # noqa: B010 - `inspect.signature` follows it
     setattr(cls, name, method)
 

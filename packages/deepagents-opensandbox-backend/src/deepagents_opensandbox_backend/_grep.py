@@ -1,11 +1,5 @@
-"""`grep` for the Deep Agents backend, on the core's literal grep: argv only, no shell reading
-the pattern or the paths, no python3, busybox is enough.
-
-BaseSandbox's `grep` (deepagents 0.7.30 - 0.7.32) has two routes, both reproduced: without a
-glob or with one free of `/`, GNU `grep -rHnFZ` (the core's `session.grep` walks and matches the
-same way); with a `/` in the glob, a `python3 -c` script (`glob.glob` and universal newlines: the
-core's `grep_universal`). Both print `path\\0line:text` records, which `render` builds and `parse`
-reads as BaseSandbox does. What is not reproduced: docs/deepagents.md#grep.
+"""`grep` for the Deep Agents backend on the core's literal grep (argv only, no shell, no
+python3), printing and reading BaseSandbox's records. Routes and limits: docs/deepagents.md#grep.
 """
 
 from __future__ import annotations

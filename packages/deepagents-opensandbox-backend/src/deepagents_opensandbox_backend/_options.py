@@ -1,10 +1,5 @@
-"""The keywords of the Deep Agents backends, and where each one goes in the core: one table.
-
-`SPEC_FIELDS` maps each keyword describing a new sandbox to its `SandboxSpec` field; the others
-are the connection's or the session's (the core's `SessionKeywords`). `AttachOptions`
-(`connect`), `SandboxOptions` (`create`) and `ThreadOptions` (`ThreadSandboxBackend`) declare
-them, checked when built (no I/O); `takes_options` gives a method one's signature. Every keyword
-of both adapters with its core name: `docs/core.md#one-description-of-a-sandbox`.
+"""The keywords of the Deep Agents backends and where each goes in the core: one table
+(`SPEC_FIELDS`); every keyword with its core name: `docs/core.md#one-description-of-a-sandbox`.
 """
 
 from __future__ import annotations

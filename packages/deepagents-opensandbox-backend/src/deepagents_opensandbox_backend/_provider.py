@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import threading
 from collections.abc import Mapping
 from dataclasses import fields
 from types import MappingProxyType
@@ -24,7 +23,13 @@ from opensandbox_core import (
 )
 from opensandbox_core import defaults as _defaults
 from opensandbox_core import validation as _validate
-from opensandbox_core.adapters import IMAGE_ENV, image_from_env, restore_spec
+from opensandbox_core.adapters import (
+    IMAGE_ENV,
+    CreatedSandboxes,
+    image_from_env,
+    restore_spec,
+    split_snapshot,
+)
 from opensandbox_core.metadata import PROVIDER_KEY, adapter_labels
 
 from ._backend import OpenSandboxBackend
@@ -71,24 +76,8 @@ else:
 
 def _split(kwargs: Mapping[str, Any], sandbox_id: str | None) -> tuple[dict[str, Any], str | None]:
     """The backend's options and the snapshot reference out of `get_or_create`'s kwargs."""
-    options = dict(kwargs)
-    snapshot = options.pop("snapshot", None)
-    unknown = sorted(set(options) - _CREATE_FIELDS)
-    if unknown:
-        raise ConfigurationError(
-            f"The opensandbox sandbox provider does not take {', '.join(map(repr, unknown))}. "
-            f"It takes {', '.join(sorted(_CREATE_FIELDS))} and snapshot (see "
-            "OpenSandboxBackend.create)."
-        )
-    if snapshot is not None and (not isinstance(snapshot, str) or not snapshot.strip()):
-        raise ConfigurationError(
-            f"snapshot must be a snapshot's name or id (a non-empty string), got {snapshot!r}."
-        )
-    if snapshot is not None and sandbox_id is not None:
-        raise ConfigurationError(
-            "snapshot cannot be combined with sandbox_id: a snapshot starts a new sandbox."
-        )
-    return options, snapshot.strip() if snapshot is not None else None
+    provider, see = "opensandbox sandbox provider", "OpenSandboxBackend.create"
+    return split_snapshot(kwargs, sandbox_id, _CREATE_FIELDS, provider, see)
 
 
 def _create_options(options: dict[str, Any]) -> SandboxOptions:
@@ -141,8 +130,7 @@ class OpenSandboxProvider(_ProviderBase):
     """
 
     def __init__(self) -> None:
-        self._created: dict[str, OpenSandboxBackend] = {}
-        self._lock = threading.Lock()
+        self._created: CreatedSandboxes[OpenSandboxBackend] = CreatedSandboxes()
 
     @property
     def metadata(self) -> Any:
@@ -159,16 +147,7 @@ class OpenSandboxProvider(_ProviderBase):
 
     def get_or_create(self, *, sandbox_id: str | None = None, **kwargs: Any) -> OpenSandboxBackend:
         """Attach to `sandbox_id`, else create a sandbox (owned by this provider)."""
-        options, snapshot = _split(kwargs, sandbox_id)
-        if sandbox_id is not None:
-            try:
-                return OpenSandboxBackend.connect(sandbox_id, **_attach_kwargs(options))
-            except SandboxUnavailableError as exc:
-                _raise_not_found(exc)
-        create = _create_options(options)
-        if snapshot is None:
-            return self._own(OpenSandboxBackend._created(create, _LABELS))
-        return self._own(run_blocking(_restore(snapshot, create)))
+        return run_blocking(self.aget_or_create(sandbox_id=sandbox_id, **kwargs))
 
     async def aget_or_create(
         self, *, sandbox_id: str | None = None, **kwargs: Any
@@ -186,9 +165,7 @@ class OpenSandboxProvider(_ProviderBase):
         return self._own(await _restore(snapshot, create))
 
     def _own(self, backend: OpenSandboxBackend) -> OpenSandboxBackend:
-        with self._lock:
-            self._created[backend.id] = backend
-        return backend
+        return self._created.own(backend.id, backend)
 
     def _take(self, sandbox_id: str, force: bool, kwargs: Mapping[str, Any]) -> Any:
         """The backend that created `sandbox_id` here (removed from the list), else the
@@ -199,26 +176,15 @@ class OpenSandboxProvider(_ProviderBase):
                 f"delete() takes sandbox_id, force and {', '.join(sorted(_CONNECTION_FIELDS))}; "
                 f"not {', '.join(map(repr, unknown))}."
             )
-        with self._lock:
-            backend = self._created.pop(sandbox_id, None)
+        backend = self._created.take(sandbox_id, force=force)
         if backend is not None:
             return backend
-        if not force:
-            raise ConfigurationError(
-                f"Sandbox {sandbox_id} was not created by this provider, so it is not deleted "
-                "(whoever creates a sandbox owns it). Pass force=True to delete it anyway."
-            )
         return AttachOptions(**kwargs).connection()
 
     def delete(self, *, sandbox_id: str, force: bool = False, **kwargs: Any) -> None:
         """Delete a sandbox that this provider created (any sandbox with `force=True`; then
         `kwargs` name the server: `domain`, `api_key`, `use_server_proxy`). Idempotent."""
-        sandbox_id = _validate.sandbox_id(sandbox_id)
-        target = self._take(sandbox_id, force, kwargs)
-        if isinstance(target, OpenSandboxBackend):
-            target.kill()
-        else:
-            run_blocking(destroy_sandbox(sandbox_id, target))
+        run_blocking(self.adelete(sandbox_id=sandbox_id, force=force, **kwargs))
 
     async def adelete(self, *, sandbox_id: str, force: bool = False, **kwargs: Any) -> None:
         """`delete()` on the caller's event loop."""
@@ -230,6 +196,4 @@ class OpenSandboxProvider(_ProviderBase):
             await destroy_sandbox(sandbox_id, target)
 
     def __repr__(self) -> str:
-        with self._lock:
-            created = sorted(self._created)
-        return f"{type(self).__name__}(created={created!r})"
+        return f"{type(self).__name__}(created={self._created.ids()!r})"

@@ -1,9 +1,5 @@
-"""Interactive terminals for a deep agent: `terminal_tools(backend)`, four LangChain tools, and
-`TerminalMiddleware(backend)`, the same tools, letting go of the run's terminals when it ends.
-
-The tools are opensandbox-core's `TerminalTools` (names, descriptions, JSON argument schemas and
-results, the same as in the Pydantic AI package) as `StructuredTool`s; the blocking functions
-run on the core's portal loop, the async ones on the caller's.
+"""Interactive terminals for a deep agent: `terminal_tools(backend)` and `TerminalMiddleware`,
+the core's `TerminalTools` as LangChain `StructuredTool`s (docs/deepagents.md#terminals).
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""`ThreadSandboxBackend`: one sandbox per LangGraph thread, found again through its metadata.
-
-Each call reads the running graph's `thread_id` and runs on that thread's `OpenSandboxBackend`:
-`ForwardingBackend` defines every protocol operation (`OPERATIONS`, sync and async) as a
-forwarder with that method's signature and docstring, so none falls back to BaseSandbox's
-scripts (`tests/unit/deepagents_backend/test_protocol_coverage.py` checks every exported class). Finding, creating and destroying a thread's sandbox is the core's
-`KeyedSandboxes` with the thread id as the key. A thread's sandbox belongs to the thread: only
-`destroy_thread()` deletes it, or the idle `timeout` when nobody finishes the thread.
-Guide: docs/threads.md.
+"""`ThreadSandboxBackend`: one sandbox per LangGraph thread (the core's `KeyedSandboxes`, keyed
+by thread id), every protocol operation forwarded natively. Guide: docs/threads.md; design:
+docs/deepagents.md#threadsandboxbackend.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""Time travel that includes the files: a sandbox snapshot tied to each LangGraph checkpoint.
-
-`TimeTravelSandboxBackend` is a `ThreadSandboxBackend` plus an agent middleware
-(`backend.middleware`) on the core's `CheckpointFiles`: after every tool call that may change
-files, a files version (a marker, then a snapshot) is recorded in the thread's state under
-`SANDBOX_FILES_KEY`, so each checkpoint names the snapshot of exactly its files. A run that
-continues from an earlier checkpoint (a fork, a replay) whose files the sandbox no longer holds
-gets a new sandbox restored from that snapshot. The thread owns its sandbox, the copies and the
-snapshots; `destroy_thread()` deletes them all. Costs and limits: docs/threads.md.
+"""Time travel that includes the files: a sandbox snapshot tied to each LangGraph checkpoint
+(the core's `CheckpointFiles`). How and at what cost: docs/deepagents.md#time-travel and
+docs/threads.md.
 """
 
 from __future__ import annotations

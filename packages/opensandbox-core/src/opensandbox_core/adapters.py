@@ -25,10 +25,26 @@ from ._agent._listing import (
     unescape_name,
 )
 from ._agent._output import PreviewLayout, combined_output, head_lines, tail_lines
-from ._agent._provision import IMAGE_ENV, find_snapshot, image_from_env, restore_spec
-from ._agent._run import TIMEOUT_EXIT_CODE, AgentOutput, run_for_agent, timed_out_output
+from ._agent._paths import TRANSFER_ERRNOS, execd_editable, is_utf8, sendable_path
+from ._agent._provision import (
+    IMAGE_ENV,
+    CreatedSandboxes,
+    find_snapshot,
+    image_from_env,
+    restore_spec,
+)
+from ._agent._run import (
+    TIMEOUT_EXIT_CODE,
+    AgentOutput,
+    OffloadView,
+    offload_timed_out,
+    offload_view,
+    run_for_agent,
+    timed_out_output,
+)
 from ._agent._terminals import ScopedTerminalTools
 from ._keywords import takes_keywords, takes_keywords_after_id
+from ._validate._calls import split_snapshot
 
 __all__ = [
     "C_LOCALE",
@@ -39,26 +55,35 @@ __all__ = [
     "PATH_ERRORS",
     "ROOT_ERRORS",
     "TIMEOUT_EXIT_CODE",
+    "TRANSFER_ERRNOS",
     "AgentOutput",
+    "CreatedSandboxes",
     "FileMatches",
+    "OffloadView",
     "PreviewLayout",
     "ScopedTerminalTools",
     "SessionHandle",
     "SessionKeywords",
     "choose_replacement",
     "combined_output",
+    "execd_editable",
     "find_snapshot",
     "grep_universal",
     "head_lines",
     "image_from_env",
+    "is_utf8",
     "ls_argv",
     "match_files",
+    "offload_timed_out",
+    "offload_view",
     "parse_find_listing",
     "parse_ls",
     "path_error",
     "python_glob",
     "restore_spec",
     "run_for_agent",
+    "sendable_path",
+    "split_snapshot",
     "tail_lines",
     "takes_keywords",
     "takes_keywords_after_id",

@@ -1,11 +1,13 @@
 """Provisioning helpers for tools that start sandboxes for a user (agent CLIs, providers):
 the image named in the environment, a snapshot found by name or id, and a sandbox of a
-`SandboxSpec` started from a snapshot."""
+`SandboxSpec` started from a snapshot; and the sandboxes a provider
+created (only those are deleted without `force`)."""
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Final
+import threading
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from opensandbox_core._errors import ConfigurationError
 from opensandbox_core._fleet._snapshots import get_snapshot, list_snapshots, restore_snapshot
@@ -14,7 +16,15 @@ if TYPE_CHECKING:
     from opensandbox_core._config import Connection, SandboxSpec
     from opensandbox_core._session import AsyncSandboxSession
 
-__all__ = ["IMAGE_ENV", "find_snapshot", "image_from_env", "restore_spec"]
+__all__ = [
+    "IMAGE_ENV",
+    "CreatedSandboxes",
+    "find_snapshot",
+    "image_from_env",
+    "restore_spec",
+]
+
+T = TypeVar("T")
 
 IMAGE_ENV: Final = "OPEN_SANDBOX_IMAGE"
 """Environment variable naming the image of a created sandbox when none is given."""
@@ -57,3 +67,32 @@ async def restore_spec(
         ready_timeout=spec.ready_timeout,
         **session_options,
     )
+
+
+class CreatedSandboxes(Generic[T]):
+    """What a provider created, by sandbox id (thread-safe): whoever creates a sandbox owns it."""
+
+    def __init__(self) -> None:
+        self._created: dict[str, T] = {}
+        self._lock = threading.Lock()
+
+    def own(self, sandbox_id: str, item: T) -> T:
+        with self._lock:
+            self._created[sandbox_id] = item
+        return item
+
+    def take(self, sandbox_id: str, *, force: bool) -> T | None:
+        """The item created as `sandbox_id` (forgotten here); None for another sandbox when
+        `force` is set, else `ConfigurationError` (it is not this provider's to delete)."""
+        with self._lock:
+            item = self._created.pop(sandbox_id, None)
+        if item is None and not force:
+            raise ConfigurationError(
+                f"Sandbox {sandbox_id} was not created by this provider, so it is not deleted "
+                "(whoever creates a sandbox owns it). Pass force=True to delete it anyway."
+            )
+        return item
+
+    def ids(self) -> list[str]:
+        with self._lock:
+            return sorted(self._created)

@@ -6,14 +6,26 @@ gone, a server failure, a bad argument)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from opensandbox_core._agent._output import combined_output
 from opensandbox_core._errors import CommandTimeoutError, OutputLimitError, ServerError
 from opensandbox_core._session import DEFAULT, AsyncSandboxSession
 from opensandbox_core._wire._framing import Framing, decode_output
 
-__all__ = ["TIMEOUT_EXIT_CODE", "AgentOutput", "run_for_agent", "timed_out_output"]
+if TYPE_CHECKING:
+    from opensandbox_core._agent._output import PreviewLayout
+    from opensandbox_core._commands._offload import OffloadedRun
+
+__all__ = [
+    "TIMEOUT_EXIT_CODE",
+    "AgentOutput",
+    "OffloadView",
+    "offload_timed_out",
+    "offload_view",
+    "run_for_agent",
+    "timed_out_output",
+]
 
 TIMEOUT_EXIT_CODE: Final = 124
 """What `timeout(1)` exits with; a timed-out command is reported with it."""
@@ -39,6 +51,34 @@ def timed_out_output(exc: CommandTimeoutError, stderr_prefix: str | None = None)
     )
     # `truncated`: the output cap (the session's `max_output`) cut what it printed before that.
     return AgentOutput(output, TIMEOUT_EXIT_CODE, exc.truncated)
+
+
+@dataclass(frozen=True)
+class OffloadView:
+    """A finished `run_offloaded` as an agent's tool reports it: the whole `output` when small,
+    else a preview (`offloaded`; `marker`: the layout's marker is in it)."""
+
+    output: AgentOutput
+    offloaded: bool
+    marker: bool = False
+
+
+def offload_view(run: OffloadedRun, layout: PreviewLayout) -> OffloadView:
+    """The whole output of `run` when it came back inline, else `layout`'s preview of it."""
+    if run.output is not None:
+        return OffloadView(AgentOutput(run.output, run.exit_code, run.truncated), offloaded=False)
+    preview, marker = layout.preview(run)
+    output = AgentOutput(decode_output(preview), run.exit_code, run.truncated)
+    return OffloadView(output, offloaded=True, marker=marker)
+
+
+def offload_timed_out(exc: CommandTimeoutError, capture_path: str) -> AgentOutput:
+    """A command stopped at its timeout while its output went to `capture_path` (named)."""
+    output = (
+        f"Error: the command timed out after {exc.timeout:g} seconds and was stopped; what it "
+        f"printed before that is in {capture_path} (its last few KiB may be missing)."
+    )
+    return AgentOutput(output, TIMEOUT_EXIT_CODE, False)
 
 
 async def run_for_agent(
