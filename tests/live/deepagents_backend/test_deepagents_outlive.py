@@ -27,6 +27,7 @@ from opensandbox_core import (
     CANCEL_CLEANUP_WAIT,
     OWNER_KEY,
     AsyncSandboxSession,
+    Connection,
     SandboxSpec,
     list_sandboxes,
 )
@@ -51,16 +52,18 @@ def holding_proxy(testbed_env: dict[str, str]) -> Iterator[tuple[str, Withholdin
 def sessions(monkeypatch: pytest.MonkeyPatch) -> list[AsyncSandboxSession]:
     """Every session `OpenSandboxBackend.create()/acreate()` builds (to read its owner tag)."""
     built: list[AsyncSandboxSession] = []
-    original = OpenSandboxBackend._create_session
+    original = SandboxOptions.create
 
     def record(
-        options: SandboxOptions, labels: Mapping[str, str] | None = None
+        options: SandboxOptions,
+        labels: Mapping[str, str] | None = None,
+        connection: Connection | None = None,
     ) -> AsyncSandboxSession:
-        session = original(options, labels)
+        session = original(options, labels, connection)
         built.append(session)
         return session
 
-    monkeypatch.setattr(OpenSandboxBackend, "_create_session", staticmethod(record))
+    monkeypatch.setattr(SandboxOptions, "create", record)
     return built
 
 

@@ -39,7 +39,7 @@ def test_find_listing_matches_base_sandbox(busybox_ls_backend: OpenSandboxBacken
     backend = busybox_ls_backend
     for path in LS_PATHS:
         assert backend.ls(path) == BaseSandbox.ls(backend, path), path
-    assert backend._ls.quoting_style is False  # learnt once: the `find` listing answered
+    assert backend._lister.quoting_style is False  # learnt once: the `find` listing answered
     listed = backend.ls(f"{ROOT}/dir")
     assert listed.error is None and len(listed.entries or []) > 20
 
