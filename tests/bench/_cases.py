@@ -638,7 +638,7 @@ async def deepagents_tools(ctx: Context) -> dict[str, Any]:
             "grep": "native: the core's literal grep, one argv command (find + grep -F)",
         }
         out["paged"] = await _paged_reads(ctx, f"{root}/paged")
-        out["threads"] = await thread_rows(ctx.image, files, ctx.reps(15, 5))
+        out["threads"] = await thread_rows(ctx.image, files, ctx.reps(32, 24))
     finally:
         with contextlib.suppress(Exception):
             await ctx.core.remove(root)

@@ -2,6 +2,11 @@
 against the same call through the thread's own `OpenSandboxBackend` (`for_thread`), on the
 thread's sandbox, interleaved call by call. The target: within 1.2x of the plain backend.
 
+Each pair alternates which side goes first, over an even number of rounds, so neither side
+always pays for what the previous call left behind. `execute` of `true` takes a few
+milliseconds and its spread is wide, so it gets four times the rounds (with five rounds, one
+slow sample moved its median ratio from about 1.0x to 1.3x; with eight, `glob` read 1.38x).
+
 The calls run with a LangGraph config in context (`var_child_runnable_config`, what a graph
 node sees), so what is timed is the backend's own work: reading the thread id and picking the
 thread's backend, then the native operation.
@@ -32,6 +37,7 @@ async def thread_rows(image: str, files: int, reps: int) -> dict[str, Any]:
 
     from deepagents_opensandbox_backend import ThreadSandboxBackend
 
+    reps += reps % 2
     backend = ThreadSandboxBackend(namespace=f"bench-{secrets.token_hex(6)}", image=image)
     token = var_child_runnable_config.set({"configurable": {"thread_id": "bench"}})
     ops: dict[str, dict[str, Sample]] = {}
@@ -93,7 +99,11 @@ async def thread_rows(image: str, files: int, reps: int) -> dict[str, Any]:
                 lambda: plain.grep("found-1", root),
             )
             assert a == b and len(a.matches or []) >= 1, "grep differs"
-            pair("execute", i, lambda: backend.execute("true"), lambda: plain.execute("true"))
+        for i in range(4 * reps):
+            a, b = pair(
+                "execute", i, lambda: backend.execute("true"), lambda: plain.execute("true")
+            )
+            assert a.exit_code == b.exit_code == 0, "execute failed"
     finally:
         var_child_runnable_config.reset(token)
         with contextlib.suppress(Exception):
