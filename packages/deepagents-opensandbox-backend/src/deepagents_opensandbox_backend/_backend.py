@@ -22,16 +22,17 @@ from opensandbox_core import (
     UploadOptions,
     upload_directory,
 )
-from opensandbox_core.adapters import AgentOutput, offload_timed_out, offload_view, run_for_agent
+from opensandbox_core.adapters import (
+    AgentOutput,
+    offload_timed_out,
+    offload_view,
+    run_for_agent,
+    takes_keywords,
+    takes_keywords_after_id,
+)
 
 from ._filesystem import NativeFiles, blocking_twin, execute_timeout, plain_requested
-from ._options import (
-    DEFAULT_IMAGE,
-    AttachOptions,
-    SandboxOptions,
-    takes_options,
-    takes_options_after_id,
-)
+from ._options import DEFAULT_IMAGE, SEED_ORDER, AttachOptions, SandboxOptions
 from ._texts import OFFLOAD_MAX_CAPTURE_BYTES, OFFLOAD_PREVIEW
 
 __all__ = ["DEFAULT_IMAGE", "OpenSandboxBackend"]
@@ -81,7 +82,7 @@ class OpenSandboxBackend(NativeFiles):
 
     # -- construction -----------------------------------------------------------------------
     @classmethod
-    @takes_options(SandboxOptions)
+    @takes_keywords(SandboxOptions, SEED_ORDER)
     def create(cls, options: SandboxOptions) -> OpenSandboxBackend:
         """Create a sandbox and return a backend that owns it (`kill()` deletes it). The
         keywords are `SandboxOptions`' (the README's parameter table); a failed or interrupted
@@ -91,7 +92,7 @@ class OpenSandboxBackend(NativeFiles):
         return backend
 
     @classmethod
-    @takes_options(SandboxOptions)
+    @takes_keywords(SandboxOptions, SEED_ORDER)
     async def acreate(cls, options: SandboxOptions) -> OpenSandboxBackend:
         """`create()` for async code: same arguments, runs on the caller's event loop."""
         return await cls._acreated(options)
@@ -105,7 +106,7 @@ class OpenSandboxBackend(NativeFiles):
         return backend
 
     @classmethod
-    @takes_options_after_id(AttachOptions)
+    @takes_keywords_after_id(AttachOptions, SEED_ORDER)
     def connect(cls, sandbox_id: str, options: AttachOptions) -> OpenSandboxBackend:
         """Attach to an existing sandbox, which must exist (`SandboxUnavailableError`); it is
         never deleted by this backend unless `kill(force=True)`. The keywords are
@@ -115,7 +116,7 @@ class OpenSandboxBackend(NativeFiles):
         return backend
 
     @classmethod
-    @takes_options_after_id(AttachOptions)
+    @takes_keywords_after_id(AttachOptions, SEED_ORDER)
     async def aconnect(cls, sandbox_id: str, options: AttachOptions) -> OpenSandboxBackend:
         """`connect()` for async code: same arguments, runs on the caller's event loop."""
         backend = cls(options.attach(sandbox_id), stderr_prefix=options.stderr_prefix)

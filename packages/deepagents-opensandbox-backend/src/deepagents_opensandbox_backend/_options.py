@@ -5,11 +5,11 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import timedelta
 from types import MappingProxyType
-from typing import Any, Concatenate, Final, ParamSpec, TypeVar
+from typing import Final
 
 from opensandbox_core import (
     AsyncSandboxSession,
@@ -23,19 +23,18 @@ from opensandbox_core import (
 )
 from opensandbox_core import defaults as _defaults
 from opensandbox_core import validation as _validate
-from opensandbox_core.adapters import SessionKeywords, takes_keywords, takes_keywords_after_id
+from opensandbox_core.adapters import SessionKeywords
 from opensandbox_core.metadata import adapter_labels
 
 __all__ = [
     "DEFAULT_COMMAND_TIMEOUT",
     "DEFAULT_IMAGE",
     "DEFAULT_LIFETIME",
+    "SEED_ORDER",
     "SPEC_FIELDS",
     "AttachOptions",
     "SandboxOptions",
     "ThreadOptions",
-    "takes_options",
-    "takes_options_after_id",
 ]
 
 DEFAULT_IMAGE = "opensandbox/code-interpreter:v1.1.0"
@@ -149,7 +148,7 @@ class ThreadOptions(SandboxOptions):
         return self.narrowed(SandboxOptions)
 
 
-_SEED_ORDER = (
+SEED_ORDER: Final = (
     "namespace",
     "domain",
     "image",
@@ -158,22 +157,4 @@ _SEED_ORDER = (
     "use_server_proxy",
     "timeout",
 )
-"""The seed's order first; the other keywords follow in the order they are declared."""
-
-P = ParamSpec("P")
-R = TypeVar("R")
-O = TypeVar("O")  # noqa: E741 - the options type
-
-
-def takes_options(
-    options: Callable[P, O],
-) -> Callable[[Callable[[Any, O], R]], Callable[Concatenate[Any, P], R]]:
-    """Give `method(self_or_cls, options)` the keyword signature of the options class."""
-    return takes_keywords(options, _SEED_ORDER)
-
-
-def takes_options_after_id(
-    options: Callable[P, O],
-) -> Callable[[Callable[[Any, str, O], R]], Callable[Concatenate[Any, str, P], R]]:
-    """`takes_options` for `method(cls, sandbox_id, options)`."""
-    return takes_keywords_after_id(options, _SEED_ORDER)
+"""The order of the keywords in signatures: the seed's first, then the others as declared."""

@@ -13,10 +13,11 @@ from deepagents.backends.sandbox import BaseSandbox
 
 from opensandbox_core import NAMESPACE_METADATA_KEY as CORE_NAMESPACE_KEY
 from opensandbox_core import AsyncSandboxSession, KeyedSandboxes, run_blocking
+from opensandbox_core.adapters import takes_keywords
 
 from ._backend import OpenSandboxBackend
 from ._filesystem import install
-from ._options import ThreadOptions, takes_options
+from ._options import SEED_ORDER, ThreadOptions
 
 __all__ = [
     "NAMESPACE_METADATA_KEY",
@@ -96,7 +97,7 @@ class ThreadSandboxBackend(ForwardingBackend):
     no I/O.
     """
 
-    @takes_options(ThreadOptions)
+    @takes_keywords(ThreadOptions, SEED_ORDER)
     def __init__(self, options: ThreadOptions) -> None:
         self._namespace = options.namespace
         self._options = options.sandbox_options()
