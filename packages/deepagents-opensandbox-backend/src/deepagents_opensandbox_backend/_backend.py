@@ -31,7 +31,7 @@ from opensandbox_core.adapters import (
     takes_keywords_after_id,
 )
 
-from ._filesystem import NativeFiles, blocking_twin, execute_timeout, plain_requested
+from ._filesystem import NativeFiles, blocking_twin, execute_timeout
 from ._options import DEFAULT_IMAGE, SEED_ORDER, AttachOptions, SandboxOptions
 from ._texts import OFFLOAD_MAX_CAPTURE_BYTES, OFFLOAD_PREVIEW
 
@@ -138,15 +138,15 @@ class OpenSandboxBackend(NativeFiles):
     # -- commands ---------------------------------------------------------------------------
     def execute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
         """Differs: `timeout=0` is no limit, a timeout is exit code 124, `stderr_prefix`."""
-        return self._run(self._execute(command, timeout, plain=plain_requested()))
+        return self._run(self._execute(command, timeout))
 
     async def aexecute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
-        return await self._execute(command, timeout, plain=plain_requested())
+        return await self._execute(command, timeout)
 
-    async def _execute(self, command: str, timeout: int | None, *, plain: bool) -> ExecuteResponse:
+    async def _execute(self, command: str, timeout: int | None) -> ExecuteResponse:
         limit: Any = DEFAULT if timeout is None else execute_timeout(timeout)
         ran = await run_for_agent(
-            self._session, command, timeout=limit, stderr_prefix=self._stderr_prefix, plain=plain
+            self._session, command, timeout=limit, stderr_prefix=self._stderr_prefix
         )
         return _response(ran)
 
@@ -176,7 +176,7 @@ class OpenSandboxBackend(NativeFiles):
         except OSError as exc:
             # `capture_path` cannot be written (nothing ran): the output comes back whole.
             logger.warning("Could not offload a command's output to %s (%s)", capture_path, exc)
-            response = await self._execute(command, timeout, plain=False)
+            response = await self._execute(command, timeout)
             return ExecuteOffloadResult(offloaded=False, response=response)
         return offload_result(run)
 

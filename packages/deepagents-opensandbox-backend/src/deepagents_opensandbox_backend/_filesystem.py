@@ -5,9 +5,7 @@ public method answers. Details: docs/deepagents.md#native-file-operations.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Final, cast
 
@@ -74,12 +72,8 @@ __all__ = [
     "execute_timeout",
     "native_glob",
     "native_read",
-    "plain_output",
-    "plain_requested",
     "transfer_error",
 ]
-
-_PLAIN: ContextVar[bool] = ContextVar("osb_plain_output", default=False)
 
 _compile: Callable[[str], Callable[[str], bool]] | None = getattr(
     deepagents_utils, "compile_grep_include_glob", None
@@ -90,21 +84,6 @@ SHARED_CONTRACT: Final = _compile is not None and _refused is not None
 MAX_MATCHES: Final = 10_000
 TIME_BUDGET: Final = 5.0
 """BaseSandbox's glob budgets: a walk near them is left to its own glob."""
-
-
-@contextmanager
-def plain_output() -> Iterator[None]:
-    """Within this block, `execute` returns stdout through one base64 line (the core's
-    `run_bytes`): on line-framed execd no raw-file read for outputs holding NUL bytes."""
-    token = _PLAIN.set(True)
-    try:
-        yield
-    finally:
-        _PLAIN.reset(token)
-
-
-def plain_requested() -> bool:
-    return _PLAIN.get()
 
 
 def _shown(path: object) -> str:

@@ -27,7 +27,6 @@ from opensandbox_core.adapters import SessionKeywords
 from opensandbox_core.metadata import adapter_labels
 
 __all__ = [
-    "DEFAULT_COMMAND_TIMEOUT",
     "DEFAULT_IMAGE",
     "DEFAULT_LIFETIME",
     "SEED_ORDER",
@@ -39,7 +38,6 @@ __all__ = [
 
 DEFAULT_IMAGE = "opensandbox/code-interpreter:v1.1.0"
 DEFAULT_LIFETIME = timedelta(seconds=_defaults.LIFETIME)
-DEFAULT_COMMAND_TIMEOUT = timedelta(seconds=_defaults.COMMAND_TIMEOUT)
 
 
 def _argv(entrypoint: object) -> object:
