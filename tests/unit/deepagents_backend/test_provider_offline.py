@@ -48,6 +48,17 @@ def test_importing_the_package_never_needs_deepagents_code() -> None:
     assert "deepagents-opensandbox-backend[code]" in done.stdout
 
 
+def test_the_callers_image_wins_over_the_environments(
+    fake: FakeOpenSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPEN_SANDBOX_IMAGE", "from-env:1")
+    provider = OpenSandboxProvider()
+    named = provider.get_or_create(image="named:2")
+    assert named.session.spec is not None and named.session.spec.image == "named:2"
+    provider.delete(sandbox_id=named.id)
+    assert fake.created == [named.id]
+
+
 def test_get_or_create_owns_attach_does_not_and_delete_removes(
     fake: FakeOpenSandbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:

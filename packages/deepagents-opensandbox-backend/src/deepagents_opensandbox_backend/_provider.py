@@ -52,6 +52,7 @@ _CREATE_FIELDS = frozenset(f.name for f in fields(SandboxOptions))
 _ATTACH_FIELDS = frozenset(f.name for f in fields(AttachOptions))
 _CONNECTION_FIELDS = frozenset({"domain", "api_key", "use_server_proxy"})
 _LABELS = MappingProxyType(adapter_labels("deepagents-code"))  # PROVIDER_METADATA_KEY among them
+_NAME, _SEE = "opensandbox sandbox provider", "OpenSandboxBackend.create"  # for split_snapshot
 
 
 def _dcode_module() -> Any:
@@ -72,19 +73,6 @@ else:
         _ProviderBase = _dcode_module().SandboxProvider
     except ImportError:
         _ProviderBase = object
-
-
-def _split(kwargs: Mapping[str, Any], sandbox_id: str | None) -> tuple[dict[str, Any], str | None]:
-    """The backend's options and the snapshot reference out of `get_or_create`'s kwargs."""
-    provider, see = "opensandbox sandbox provider", "OpenSandboxBackend.create"
-    return split_snapshot(kwargs, sandbox_id, _CREATE_FIELDS, provider, see)
-
-
-def _create_options(options: dict[str, Any]) -> SandboxOptions:
-    image = image_from_env()
-    if "image" not in options and image is not None:
-        options = {**options, "image": image}
-    return SandboxOptions(**options)
 
 
 def _attach_kwargs(options: dict[str, Any]) -> dict[str, Any]:
@@ -153,13 +141,14 @@ class OpenSandboxProvider(_ProviderBase):
         self, *, sandbox_id: str | None = None, **kwargs: Any
     ) -> OpenSandboxBackend:
         """`get_or_create()` on the caller's event loop."""
-        options, snapshot = _split(kwargs, sandbox_id)
+        options, snapshot = split_snapshot(kwargs, sandbox_id, _CREATE_FIELDS, _NAME, _SEE)
         if sandbox_id is not None:
             try:
                 return await OpenSandboxBackend.aconnect(sandbox_id, **_attach_kwargs(options))
             except SandboxUnavailableError as exc:
                 _raise_not_found(exc)
-        create = _create_options(options)
+        image = image_from_env()  # the environment's image, unless the caller names one
+        create = SandboxOptions(**({"image": image, **options} if image else options))
         if snapshot is None:
             return self._own(await OpenSandboxBackend._acreated(create, _LABELS))
         return self._own(await _restore(snapshot, create))

@@ -42,9 +42,7 @@ __all__ = [
     "edit_error",
     "grep_error",
     "grep_timed_out",
-    "ls_error",
     "ls_result",
-    "past_the_end",
     "read_error",
     "read_result",
     "text_named",
@@ -80,11 +78,6 @@ def read_error(file_path: str, code: str) -> ReadResult:
     return ReadResult(error=f"File '{file_path}': {code}")
 
 
-def past_the_end(file_path: str, offset: int, lines: int) -> ReadResult:
-    """The script's answer to a page that starts after the file's last line."""
-    return read_error(file_path, f"Line offset {offset} exceeds file length ({lines} lines)")
-
-
 def as_base64(raw: bytes) -> ReadResult:
     return ReadResult(
         file_data=FileData(content=base64.b64encode(raw).decode("ascii"), encoding="base64")
@@ -96,8 +89,11 @@ def read_result(page: LinePage) -> ReadResult:
     `max_bytes=EFFECTIVE_LIMIT`."""
     if page.size == 0:
         return ReadResult(file_data=FileData(content=EMPTY_FILE_REMINDER, encoding="utf-8"))
-    if page.end == page.offset:
-        return past_the_end(page.path, page.offset, page.total_lines or 0)
+    if page.end == page.offset:  # the page starts after the file's last line
+        lines = page.total_lines or 0
+        return read_error(
+            page.path, f"Line offset {page.offset} exceeds file length ({lines} lines)"
+        )
     content = page.text + (TRUNCATION_MSG if page.truncated else "")
     return ReadResult(
         file_data=FileData(content=content, encoding="utf-8"),
@@ -108,16 +104,11 @@ def read_result(page: LinePage) -> ReadResult:
     )
 
 
-def ls_error(path: str, code: str) -> LsResult:
-    """`ls` of a path that is not a listable directory; `code` is the script's error code
-    (`path_not_found`, `not_a_directory`, `permission_denied`)."""
-    return LsResult(entries=None, error=f"Path '{path}': {code}")
-
-
 def ls_result(path: str, entries: Sequence[DirectoryEntry] | None, error: str | None) -> LsResult:
-    """A core listing of `path` (`DirectoryListing`'s entries or error) as BaseSandbox's."""
+    """A core listing of `path` (`DirectoryListing`'s entries or error: the script's code,
+    `path_not_found`, `not_a_directory` or `permission_denied`) as BaseSandbox's."""
     if error is not None or entries is None:
-        return ls_error(path, error or "path_not_found")
+        return LsResult(entries=None, error=f"Path '{path}': {error or 'path_not_found'}")
     infos: list[FileInfo] = [{"path": e.path, "is_dir": e.is_dir} for e in entries]
     return LsResult(entries=infos)
 
