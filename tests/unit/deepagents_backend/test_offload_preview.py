@@ -24,7 +24,7 @@ from deepagents_opensandbox_backend._texts import OFFLOAD_PREVIEW
 from opensandbox_core import OffloadedRun, decode_output
 from opensandbox_core._commands._capture import CAPTURE_ENV
 from opensandbox_core._commands._offload import _SCRIPT, OFFLOAD_ENV
-from opensandbox_core.adapters import head_lines, tail_lines
+from opensandbox_core.adapters import head_lines, offload_view, tail_lines
 
 MARKER = re.compile(r"osb-offload: (-?[0-9]+) +([0-9]+) +([0-9]+)\n")
 
@@ -51,7 +51,7 @@ def core_offload(command: str, path: Path, *, inline: int, cap: int) -> ExecuteO
     else:
         head, tail = data[: OFFLOAD_PREVIEW.read_bytes], data[-OFFLOAD_PREVIEW.read_bytes :]
         run = OffloadedRun(exit_code, str(path), size, size >= cap, lines, None, head, tail)
-    return offload_result(run)
+    return offload_result(offload_view(run, OFFLOAD_PREVIEW))
 
 
 # (command, max_inline_bytes, max_capture_bytes)

@@ -5,7 +5,6 @@ errors, loops): docs/deepagents.md#opensandboxbackend.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Mapping
 from typing import Any, Unpack
@@ -15,17 +14,15 @@ from deepagents.backends.protocol import ExecuteOffloadResult, ExecuteResponse
 from opensandbox_core import (
     DEFAULT,
     AsyncSandboxSession,
-    CommandTimeoutError,
     CreateGuard,
     DirectoryUpload,
-    OffloadedRun,
     UploadOptions,
     upload_directory,
 )
 from opensandbox_core.adapters import (
     AgentOutput,
-    offload_timed_out,
-    offload_view,
+    OffloadView,
+    offload_for_agent,
     run_for_agent,
     takes_keywords,
     takes_keywords_after_id,
@@ -37,15 +34,10 @@ from ._texts import OFFLOAD_MAX_CAPTURE_BYTES, OFFLOAD_PREVIEW
 
 __all__ = ["DEFAULT_IMAGE", "OpenSandboxBackend"]
 
-logger = logging.getLogger(__name__)
 
-
-def offload_result(run: OffloadedRun) -> ExecuteOffloadResult:
-    """The protocol's result for a finished `run_offloaded`: the whole output when small, else
-    a preview cut as the protocol's shell wrapper cuts it (`OFFLOAD_PREVIEW`)."""
-    view = offload_view(run, OFFLOAD_PREVIEW)
-    marker = view.marker
-    return ExecuteOffloadResult(view.offloaded, _response(view.output), marker)
+def offload_result(view: OffloadView) -> ExecuteOffloadResult:
+    """The protocol's result for the core's `offload_for_agent` (`OFFLOAD_PREVIEW`'s preview)."""
+    return ExecuteOffloadResult(view.offloaded, _response(view.output), view.marker)
 
 
 def _response(out: AgentOutput) -> ExecuteResponse:
@@ -160,25 +152,18 @@ class OpenSandboxBackend(NativeFiles):
         timeout: int | None = None,
     ) -> ExecuteOffloadResult:
         """Differs: the core's capture, no `stderr_prefix` (docs/deepagents.md#offload)."""
-        limit: Any = DEFAULT if timeout is None else execute_timeout(timeout)
         cap = OFFLOAD_MAX_CAPTURE_BYTES if max_capture_bytes is None else max_capture_bytes
-        try:
-            run = await self._session.run_offloaded(
-                command,
-                capture_path,
-                max_bytes=cap,
-                inline_limit=max_inline_bytes,
-                preview_bytes=OFFLOAD_PREVIEW.read_bytes,
-                timeout=limit,
-            )
-        except CommandTimeoutError as exc:
-            return ExecuteOffloadResult(False, _response(offload_timed_out(exc, capture_path)))
-        except OSError as exc:
-            # `capture_path` cannot be written (nothing ran): the output comes back whole.
-            logger.warning("Could not offload a command's output to %s (%s)", capture_path, exc)
-            response = await self._execute(command, timeout)
-            return ExecuteOffloadResult(offloaded=False, response=response)
-        return offload_result(run)
+        view = await offload_for_agent(
+            self._session,
+            command,
+            capture_path,
+            OFFLOAD_PREVIEW,
+            max_bytes=cap,
+            inline_limit=max_inline_bytes,
+            timeout=DEFAULT if timeout is None else execute_timeout(timeout),
+            stderr_prefix=self._stderr_prefix,
+        )
+        return offload_result(view)
 
     # -- directory upload -------------------------------------------------------------------
     def upload_dir(

@@ -5,13 +5,14 @@ gone, a server failure, a bad argument)."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from opensandbox_core._agent._output import combined_output
-from opensandbox_core._errors import CommandTimeoutError, OutputLimitError, ServerError
+from opensandbox_core._errors import CommandTimeoutError
 from opensandbox_core._session import DEFAULT, AsyncSandboxSession
-from opensandbox_core._wire._framing import Framing, decode_output
+from opensandbox_core._wire._framing import decode_output
 
 if TYPE_CHECKING:
     from opensandbox_core._agent._output import PreviewLayout
@@ -21,11 +22,14 @@ __all__ = [
     "TIMEOUT_EXIT_CODE",
     "AgentOutput",
     "OffloadView",
+    "offload_for_agent",
     "offload_timed_out",
     "offload_view",
     "run_for_agent",
     "timed_out_output",
 ]
+
+logger = logging.getLogger(__name__)
 
 TIMEOUT_EXIT_CODE: Final = 124
 """What `timeout(1)` exits with; a timed-out command is reported with it."""
@@ -87,19 +91,9 @@ async def run_for_agent(
     *,
     timeout: Any = DEFAULT,
     stderr_prefix: str | None = None,
-    plain: bool = False,
 ) -> AgentOutput:
     """Run `command` in a shell: stdout then stderr (each stderr line marked with
-    `stderr_prefix` when given). `timeout`: the session's (`DEFAULT`, seconds, or None).
-    `plain`: stdout through one base64 line on line-framed execd (`run_bytes`: exact bytes, no
-    raw-file read), when the command prints nothing on stderr."""
-    if plain and stderr_prefix is None and session.framing is not Framing.MODERN:
-        try:
-            exact = await session.run_bytes(command, timeout=timeout)
-        except (CommandTimeoutError, OutputLimitError, ServerError):
-            exact = None  # run as it is, below, for the command's own output and timeout
-        if exact is not None and not exact.stderr:
-            return AgentOutput(decode_output(exact.stdout), exact.exit_code, False)
+    `stderr_prefix` when given). `timeout`: the session's (`DEFAULT`, seconds, or None)."""
     try:
         result = await session.run(command, timeout=timeout)
     except CommandTimeoutError as exc:
@@ -108,3 +102,37 @@ async def run_for_agent(
         return AgentOutput(result.output, result.exit_code, result.truncated)
     output = combined_output(result.stdout, result.stderr, stderr_prefix)
     return AgentOutput(output, result.exit_code, result.truncated)
+
+
+async def offload_for_agent(
+    session: AsyncSandboxSession,
+    command: str,
+    capture_path: str,
+    layout: PreviewLayout,
+    *,
+    max_bytes: int,
+    inline_limit: int,
+    timeout: Any = DEFAULT,
+    stderr_prefix: str | None = None,
+) -> OffloadView:
+    """`run_offloaded` as an agent's tool reports it (`offload_view`): the whole output when it
+    is at most `inline_limit` bytes, else `layout`'s preview, the output staying at
+    `capture_path` (at most `max_bytes`). A timeout is exit code 124 naming `capture_path`
+    (`offload_timed_out`). When `capture_path` cannot be written, nothing has run: the command
+    then runs without capture and its whole output comes back (`run_for_agent`)."""
+    try:
+        run = await session.run_offloaded(
+            command,
+            capture_path,
+            max_bytes=max_bytes,
+            inline_limit=inline_limit,
+            preview_bytes=layout.read_bytes,
+            timeout=timeout,
+        )
+    except CommandTimeoutError as exc:
+        return OffloadView(offload_timed_out(exc, capture_path), offloaded=False)
+    except OSError as exc:
+        logger.warning("Could not offload a command's output to %s (%s)", capture_path, exc)
+        output = await run_for_agent(session, command, timeout=timeout, stderr_prefix=stderr_prefix)
+        return OffloadView(output, offloaded=False)
+    return offload_view(run, layout)
