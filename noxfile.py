@@ -94,10 +94,33 @@ SLOW_UNIT = (
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Unit tests: no network, no Docker; slow files left to `replay` and `deepagents`."""
+    """Unit tests: no Docker; slow files left to `replay` and `deepagents`. The only network
+    use: Debian's busybox-static through apt-get, for the tests on busybox's applets (skipped
+    when it cannot be had; the testbed keeps it in `.testbed/cache`)."""
     _install_all(session)
     ignored = [f"--ignore={path}" for path in SLOW_UNIT]
-    session.run("pytest", "tests/unit", *ignored, "--durations=5", *session.posargs)
+    env = {"OSB_BUSYBOX": path} if (path := _busybox(session)) else {}
+    session.run("pytest", "tests/unit", *ignored, "--durations=5", *session.posargs, env=env)
+
+
+def _busybox(session: nox.Session) -> str | None:
+    """The path of Debian's static busybox (`python -m testbed busybox`), or None."""
+    if os.environ.get("OSB_BUSYBOX"):
+        return os.environ["OSB_BUSYBOX"]
+    out = session.run(
+        "python",
+        "-m",
+        "testbed",
+        "busybox",
+        env={"PYTHONPATH": str(ROOT / "tests")},
+        silent=True,
+        success_codes=[0, 1],
+    )
+    path = str(out or "").strip().splitlines()[-1:]
+    if not path or not Path(path[0]).is_file():
+        session.log("no busybox binary: the tests on busybox's applets are skipped")
+        return None
+    return path[0]
 
 
 @nox.session(python=PYTHON)

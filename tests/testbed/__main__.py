@@ -1,11 +1,13 @@
-"""`python -m testbed start|stop|restart|status|run [--profile P] [--quiet]` (PYTHONPATH=tests).
+"""`python -m testbed start|stop|restart|status|run|busybox [--profile P] [--quiet]`
+(PYTHONPATH=tests).
 
 `--profile` (or env OSB_EXECD_PROFILE) chooses the execd generation that the testbed daemon
 behaves like in every sandbox: 1.0.19 (default), 1.0.18 or 1.1. `start` with another profile than
 the running one restarts the server. `restart` picks up changed image inputs (e.g. the daemon,
 tests/testbed/execd/daemon): a running server keeps the execd files it copied when it served its
 first sandbox. `run --profile P -- COMMAND...` runs a command against an extra server of its own
-with the work tree's daemon in profile P, leaving the testbed's server alone.
+with the work tree's daemon in profile P, leaving the testbed's server alone. `busybox` prints
+the path of Debian's static busybox (the busybox image's), fetched with apt-get when not cached.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from testbed._proc import TestbedError
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m testbed", description=__doc__)
-    parser.add_argument("command", choices=["start", "stop", "restart", "status", "run"])
+    parser.add_argument("command", choices=["start", "stop", "restart", "status", "run", "busybox"])
     parser.add_argument(
         "--quiet", action="store_true", help="status: print only running/stopped (exit 0/3)"
     )
@@ -44,6 +46,11 @@ def main(argv: list[str] | None = None) -> int:
             from testbed import _run
 
             return _run.run(rest, args.profile)
+        if args.command == "busybox":
+            from testbed._busybox import busybox_binary
+
+            print(busybox_binary())
+            return 0
         return _control.status(args.quiet)
     except TestbedError as exc:
         print(f"testbed {args.command} failed: {exc}", file=sys.stderr)

@@ -21,7 +21,7 @@ from testbed import _images
 from testbed._paths import CACHE_DIR
 from testbed._proc import TestbedError, run, say, step
 
-__all__ = ["BUSYBOX_TAG", "busybox_hash", "ensure_busybox_image", "rootfs_tar"]
+__all__ = ["BUSYBOX_TAG", "busybox_binary", "busybox_hash", "ensure_busybox_image", "rootfs_tar"]
 
 BUSYBOX_TAG = "opensandbox-agents/testbed-busybox:local"
 PACKAGE = "busybox-static"
@@ -84,6 +84,19 @@ def _busybox_binary(deb: Path) -> tuple[bytes, bytes]:
         if binary is None or notice is None:
             raise TestbedError(f"{deb.name} holds no ./bin/busybox")
         return binary.read(), notice.read()
+
+
+def busybox_binary() -> Path:
+    """The image's static busybox as a file here (`.testbed/cache/busybox`, extracted from the
+    cached .deb, downloaded when missing): the unit tests run commands on its applets."""
+    path = CACHE_DIR / "busybox"
+    if not path.exists():
+        binary, _ = _busybox_binary(_deb())
+        part = path.with_suffix(".part")
+        part.write_bytes(binary)
+        part.chmod(0o755)
+        part.replace(path)
+    return path
 
 
 def _applets(binary: bytes) -> list[str]:
