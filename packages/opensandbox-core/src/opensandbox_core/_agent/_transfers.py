@@ -62,7 +62,8 @@ async def upload_checked(
 ) -> list[CheckedTransfer]:
     """Write `files` (path, content) in one batch; one outcome per file, in order. A path that
     `sendable_path` refuses is `"invalid_path"` and not sent; content that is not bytes (for a
-    sendable path) raises `ArgumentTypeError` (a TypeError) before anything is sent. Other errors: `transfer_code`."""
+    sendable path) raises `ArgumentTypeError` (a TypeError) before anything is sent. Other
+    errors: `transfer_code`."""
     outcomes: list[tuple[str, CheckedTransfer | None]] = []  # None: sent, answer to come
     batch: list[tuple[str, bytes]] = []
     for path, content in files:
