@@ -119,7 +119,7 @@ def _plain_bounds(offset: object, limit: object) -> bool:
 TRANSFER_ERRORS: Final[Mapping[TransferCode, FileOperationError]] = MappingProxyType(
     {
         # opensandbox-core's transfer code  ->  Deep Agents' FileOperationError (a failure not
-        # about the file raises, as Deep Agents' FilesystemBackend re-raises what it cannot classify)
+        # about the file raises, as FilesystemBackend re-raises what it cannot classify)
         "file_not_found": FILE_NOT_FOUND,
         "permission_denied": PERMISSION_DENIED,
         "is_directory": IS_DIRECTORY,
