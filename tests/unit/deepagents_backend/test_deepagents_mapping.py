@@ -19,7 +19,6 @@ from deepagents_opensandbox_backend._filesystem import (
     TRANSFER_ERRORS,
     check_transfer_path,
     execute_timeout,
-    transfer_error,
 )
 from opensandbox_core import (
     AsyncSandboxSession,
@@ -31,6 +30,7 @@ from opensandbox_core import (
     ServerError,
     TransferResult,
 )
+from opensandbox_core.adapters import TRANSFER_CODES, TRANSFER_ERRNOS, transfer_code
 from opensandbox_core.testing import FakeOpenSandbox
 from opensandbox_core.validation import idle_lifetime
 
@@ -105,10 +105,26 @@ def _core_samples() -> list[BaseException]:
 CORE_CODES = {_core_transfer_code()(exc): exc for exc in _core_samples()}
 
 
+def transfer_error(result: TransferResult) -> FileOperationError | None:
+    """What the backend reports for one core result: the core's code through the adapter's table."""
+    code = transfer_code(result)
+    return None if code is None else TRANSFER_ERRORS[code]
+
+
 def test_every_core_code_has_a_row() -> None:
-    """The table covers exactly the codes the core produces (derived from the core's tree)."""
-    assert set(TRANSFER_ERRORS) == set(CORE_CODES)
+    """The table covers exactly the codes the core's classification gives, and every outcome
+    of the core's whole error tree is either one of them or raised (derived from the tree)."""
+    assert set(TRANSFER_ERRORS) == TRANSFER_CODES
+    assert set(TRANSFER_ERRNOS.values()) <= TRANSFER_CODES
     assert len(CORE_CODES) >= 5  # the derivation found the tree, not an empty set
+    deep_codes = set(get_args(FileOperationError))
+    for sample in _core_samples():
+        result = TransferResult(path="/p", error=_core_transfer_code()(sample), exception=sample)
+        try:
+            code = transfer_code(result)
+        except type(sample):
+            continue  # not about the file: raised as it is (anything else fails the test)
+        assert code is not None and TRANSFER_ERRORS[code] in deep_codes
 
 
 @pytest.mark.parametrize("core", sorted(CORE_CODES))
@@ -124,7 +140,7 @@ def test_per_file_codes(core: str) -> None:
     elif core == "not_a_directory":
         assert transfer_error(result) == "invalid_path"
     else:
-        assert TRANSFER_ERRORS[core] is None
+        assert core not in TRANSFER_ERRORS
         with pytest.raises(type(exc)):
             transfer_error(result)
 
@@ -159,6 +175,23 @@ def test_failures_not_about_the_file_raise(exc: Exception) -> None:
     code = "unavailable" if isinstance(exc, SandboxUnavailableError) else "error"
     with pytest.raises(type(exc)):
         transfer_error(TransferResult(path="/p", error=code, exception=exc))
+
+
+def test_batches_refuse_before_any_request() -> None:
+    """The backend's batches go through the core's checks: a bad path is answered without a
+    request, non-bytes content raises before anything is sent (the session here has no server:
+    any request would fail)."""
+    backend = OpenSandboxBackend(_offline_session())
+    up = backend.upload_files([("rel.txt", b"a"), ("", "not bytes")])  # type: ignore[list-item]
+    assert [(r.path, r.error) for r in up] == [("rel.txt", "invalid_path"), ("", "invalid_path")]
+    down = backend.download_files(["rel.txt", "/a/\0b"])
+    assert [(d.path, d.content, d.error) for d in down] == [
+        ("rel.txt", None, "invalid_path"),
+        ("/a/\0b", None, "invalid_path"),
+    ]
+    with pytest.raises(TypeError, match=r"^content for '/a' must be bytes, got str\.$"):
+        backend.upload_files([("rel.txt", b"a"), ("/a", "text")])  # type: ignore[list-item]
+    assert backend.upload_files([]) == [] and backend.download_files([]) == []
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from deepagents.backends import utils as deepagents_utils
 from deepagents.backends.protocol import (
@@ -36,18 +36,19 @@ from opensandbox_core import (
     DirectoryLister,
     NotTextError,
     OutputLimitError,
-    TransferResult,
     edit_file,
 )
 from opensandbox_core import validation as _validate
 from opensandbox_core.adapters import (
     FILE_ERRORS,
-    TRANSFER_ERRNOS,
     SessionHandle,
+    TransferCode,
+    download_checked,
     execd_editable,
     is_utf8,
     match_files,
     sendable_path,
+    upload_checked,
 )
 
 from ._grep import native_grep
@@ -72,7 +73,6 @@ __all__ = [
     "execute_timeout",
     "native_glob",
     "native_read",
-    "transfer_error",
 ]
 
 _compile: Callable[[str], Callable[[str], bool]] | None = getattr(
@@ -95,22 +95,19 @@ def _plain_bounds(offset: object, limit: object) -> bool:
     return type(offset) is int and type(limit) is int and offset >= 0 and limit > 0
 
 
-TRANSFER_ERRORS: Final[Mapping[str, FileOperationError | None]] = MappingProxyType(
+TRANSFER_ERRORS: Final[Mapping[TransferCode, FileOperationError]] = MappingProxyType(
     {
-        # opensandbox-core's TransferResult.error  ->  Deep Agents' FileOperationError
+        # opensandbox-core's transfer code  ->  Deep Agents' FileOperationError (a failure not
+        # about the file raises, as FilesystemBackend re-raises what it cannot classify)
         "file_not_found": FILE_NOT_FOUND,
         "permission_denied": PERMISSION_DENIED,
         "is_directory": IS_DIRECTORY,
         "invalid_path": INVALID_PATH,
         # A parent of the path is a regular file (FilesystemBackend says invalid_path too).
         "not_a_directory": INVALID_PATH,
-        # Not about the file: the sandbox is gone, or the server failed. These raise (None),
-        # as Deep Agents' FilesystemBackend re-raises what it cannot classify.
-        "unavailable": None,
-        "error": None,
     }
 )
-"""How each per-file outcome of the core's batch transfer is reported to Deep Agents."""
+"""How each per-file code of the core's checked transfers is reported to Deep Agents."""
 
 
 def check_transfer_path(path: object) -> FileOperationError | None:
@@ -118,20 +115,8 @@ def check_transfer_path(path: object) -> FileOperationError | None:
     return None if sendable_path(path) else INVALID_PATH
 
 
-def transfer_error(result: TransferResult) -> FileOperationError | None:
-    """The Deep Agents error code of one core transfer result (None on success); raises the
-    underlying exception when the failure is not about that file."""
-    if result.error is None:
-        return None
-    code = TRANSFER_ERRORS.get(result.error)
-    if code is not None:
-        return code
-    exc = result.exception
-    if isinstance(exc, OSError) and exc.errno is not None and exc.errno in TRANSFER_ERRNOS:
-        return cast(FileOperationError, TRANSFER_ERRNOS[exc.errno])
-    if exc is not None:
-        raise exc
-    raise RuntimeError(f"Transfer of {result.path!r} failed without a reason ({result.error}).")
+def _deep(code: TransferCode | None) -> FileOperationError | None:
+    return None if code is None else TRANSFER_ERRORS[code]
 
 
 def execute_timeout(value: object) -> float | None:
@@ -199,40 +184,17 @@ class NativeFiles(BaseSandbox, SessionHandle):
         return self._run(self.aupload_files(files))
 
     async def aupload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
-        responses: list[FileUploadResponse | None] = []
-        batch: list[tuple[str, bytes]] = []
-        for path, content in files:
-            problem = check_transfer_path(path)
-            if problem is None and not isinstance(content, bytes | bytearray | memoryview):
-                raise TypeError(f"content for {path!r} must be bytes, got {type(content).__name__}")
-            responses.append(FileUploadResponse(path=path, error=problem) if problem else None)
-            if problem is None:
-                batch.append((path, bytes(content)))
-        results = iter(await self._session.upload_files(batch) if batch else [])
-        return [
-            response
-            if response is not None
-            else FileUploadResponse(path=(r := next(results)).path, error=transfer_error(r))
-            for response in responses
-        ]
+        done = await upload_checked(self._session, files)
+        return [FileUploadResponse(path=f.path, error=_deep(f.error)) for f in done]
 
     def download_files(self, paths: list[str]) -> list[FileDownloadResponse]:
         return self._run(self.adownload_files(paths))
 
     async def adownload_files(self, paths: list[str]) -> list[FileDownloadResponse]:
-        problems = [check_transfer_path(path) for path in paths]
-        batch = [path for path, problem in zip(paths, problems, strict=True) if problem is None]
-        results = iter(await self._session.download_files(batch) if batch else [])
-        out: list[FileDownloadResponse] = []
-        for path, problem in zip(paths, problems, strict=True):
-            if problem is not None:
-                out.append(FileDownloadResponse(path=path, error=problem))
-                continue
-            result = next(results)
-            error = transfer_error(result)
-            content = None if error else result.content
-            out.append(FileDownloadResponse(path=result.path, content=content, error=error))
-        return out
+        done = await download_checked(self._session, paths)
+        return [
+            FileDownloadResponse(path=f.path, content=f.content, error=_deep(f.error)) for f in done
+        ]
 
     async def awrite(self, file_path: str, content: str) -> WriteResult:
         responses = await self.aupload_files([(file_path, content.encode("utf-8"))])

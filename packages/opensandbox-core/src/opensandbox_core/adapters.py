@@ -3,7 +3,8 @@
 Keyword tables and signatures (`SessionKeywords`, `takes_keywords`), a backend's lifecycle (`SessionHandle`), a command's output shaped for an agent
 (`run_for_agent`, `combined_output`, `PreviewLayout` for an output left in the sandbox), the commands and parsers
 behind `DirectoryLister` (`ls_argv`, `FIND_LISTING`, ...) and `edit_file`
-(`choose_replacement`), a file glob with the caller's matcher (`match_files`), a grep that reads files as
+(`choose_replacement`), batch transfers with per-file codes (`upload_checked`,
+`download_checked`, `transfer_code`), a file glob with the caller's matcher (`match_files`), a grep that reads files as
 Python does (`grep_universal`), and
 provisioning from the environment or a snapshot (`image_from_env`, `restore_spec`). Listed in
 `docs/core.md#building-an-adapter`; the names stay the same within a minor version.
@@ -44,6 +45,14 @@ from ._agent._run import (
     timed_out_output,
 )
 from ._agent._terminals import ScopedTerminalTools
+from ._agent._transfers import (
+    TRANSFER_CODES,
+    CheckedTransfer,
+    TransferCode,
+    download_checked,
+    transfer_code,
+    upload_checked,
+)
 from ._keywords import takes_keywords, takes_keywords_after_id
 from ._validate._calls import split_snapshot
 
@@ -56,8 +65,10 @@ __all__ = [
     "PATH_ERRORS",
     "ROOT_ERRORS",
     "TIMEOUT_EXIT_CODE",
+    "TRANSFER_CODES",
     "TRANSFER_ERRNOS",
     "AgentOutput",
+    "CheckedTransfer",
     "CreatedSandboxes",
     "FileMatches",
     "OffloadView",
@@ -65,8 +76,10 @@ __all__ = [
     "ScopedTerminalTools",
     "SessionHandle",
     "SessionKeywords",
+    "TransferCode",
     "choose_replacement",
     "combined_output",
+    "download_checked",
     "execd_editable",
     "find_snapshot",
     "grep_universal",
@@ -90,6 +103,8 @@ __all__ = [
     "takes_keywords",
     "takes_keywords_after_id",
     "timed_out_output",
+    "transfer_code",
     "unescape_name",
     "universal_lines",
+    "upload_checked",
 ]
