@@ -22,7 +22,7 @@ import pytest
 from _local_sandbox import LocalSandbox
 from deepagents.backends.sandbox import BaseSandbox
 
-from deepagents_opensandbox_backend._grep import native_grep
+from deepagents_opensandbox_backend._filesystem import native_grep
 from opensandbox_core import CommandResult, FileInfo, GrepResult, decode_output, run_blocking
 from opensandbox_core._files._grep import grep as core_grep
 
@@ -209,7 +209,7 @@ def test_grep_equals_base_sandboxs(session: LocalSession, tree: str) -> None:
 
 
 def test_the_python_routes_known_differences(session: LocalSession, tree: str) -> None:
-    """Documented in `_grep.py`: under a glob with `/`, BaseSandbox's script follows symlinks
+    """Documented in `_filesystem.py`: under a glob with `/`, BaseSandbox's script follows symlinks
     (`glob.glob`: the files below `link-to-dir` again, named by their real paths) and reads
     binary files as text; the native grep skips both, and answers the rest alike."""
     oracle = LocalSandbox()

@@ -5,7 +5,8 @@ public method answers. Details: docs/deepagents.md#native-file-operations.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import PurePosixPath
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -23,6 +24,7 @@ from deepagents.backends.protocol import (
     FileOperationError,
     FileUploadResponse,
     GlobResult,
+    GrepMatch,
     GrepResult,
     LsResult,
     ReadResult,
@@ -33,6 +35,7 @@ from deepagents.backends.sandbox import BaseSandbox
 from opensandbox_core import (
     DEFAULT,
     AsyncSandboxSession,
+    CommandTimeoutError,
     DirectoryLister,
     NotTextError,
     OutputLimitError,
@@ -45,13 +48,13 @@ from opensandbox_core.adapters import (
     TransferCode,
     download_checked,
     execd_editable,
+    grep_universal,
     is_utf8,
     match_files,
     sendable_path,
     upload_checked,
 )
 
-from ._grep import native_grep
 from ._texts import (
     BASE64_LIMIT,
     EFFECTIVE_LIMIT,
@@ -59,6 +62,8 @@ from ._texts import (
     delete_error,
     delete_not_found,
     edit_error,
+    grep_error,
+    grep_timed_out,
     ls_result,
     read_error,
     read_result,
@@ -72,7 +77,10 @@ __all__ = [
     "check_transfer_path",
     "execute_timeout",
     "native_glob",
+    "native_grep",
     "native_read",
+    "parse",
+    "render",
 ]
 
 _compile: Callable[[str], Callable[[str], bool]] | None = getattr(
@@ -170,6 +178,90 @@ async def native_glob(
         return GlobResult(matches=None, error=f"Path '{path}': {found.error}") if found else None
     infos: list[FileInfo] = [{"path": p, "is_dir": False} for p in found.paths]
     return GlobResult(matches=infos, truncated=False, truncation_reason=None)
+
+
+# -- grep: the core's literal grep (argv only, no shell, no python3), printing and reading
+# BaseSandbox's records. Routes and limits: docs/deepagents.md#grep.
+
+
+def render(records: Sequence[tuple[str, int, str]], max_count: int | None) -> str:
+    """The text BaseSandbox's grep command prints for these records (`max_count`: its
+    `head -n max_count+1`)."""
+    text = "".join(f"{path}\0{line}:{body}\n" for path, line, body in records)
+    if max_count is None:
+        return text
+    kept = text.split("\n")[: int(max_count) + 1]
+    return "\n".join(kept) + ("\n" if len(kept) > int(max_count) else "")
+
+
+def parse(output: str, path: str | None, max_count: int | None) -> GrepResult:
+    """BaseSandbox's reading of its grep command's output (exit status 0): a record per line,
+    a line that is not one is skipped, or is the error when no line is a record."""
+    output = output.rstrip("\n")
+    if not output:
+        return GrepResult(matches=[])
+    matches: list[GrepMatch] = []
+    unreadable: str | None = None
+    for line in output.split("\n"):
+        try:
+            name, rest = line.split("\0", 1)
+            number, body = rest.split(":", 1)
+            matches.append({"path": name, "line": int(number), "text": body})
+        except ValueError:
+            unreadable = line
+    if unreadable is not None and not matches:
+        return grep_error(path, unreadable)
+    if max_count is not None and len(matches) > max_count:
+        return GrepResult(matches=matches[:max_count], truncated=True)
+    return GrepResult(matches=matches)
+
+
+async def _python_route(
+    session: AsyncSandboxSession, pattern: str, path: str | None, glob: str, **options: Any
+) -> list[tuple[str, int, str]] | GrepResult:
+    root = path or "."
+    relative_glob = glob.lstrip("/")
+    if ".." in relative_glob.replace("\\", "/").split("/"):
+        try:
+            refused = (await session.stat(root)).is_dir  # the script refuses it in a directory
+        except OSError:
+            refused = False
+        if refused:
+            return grep_error(path, "exit code 2")
+    return await grep_universal(session, pattern, root, relative_glob, **options)
+
+
+async def native_grep(
+    session: AsyncSandboxSession,
+    pattern: str,
+    path: str | None,
+    glob: str | None,
+    max_count: int | None,
+    exclude_dirs: Sequence[str],
+    timeout: Any,
+) -> GrepResult:
+    """BaseSandbox's `GrepResult` for this search. `timeout`: the core's (`DEFAULT`, seconds,
+    or None)."""
+    root = path or "."
+    own_name = PurePosixPath(root).name
+    excluded = tuple(name for name in exclude_dirs if name != own_name)
+    try:
+        if glob and "/" in glob:
+            records = await _python_route(
+                session, pattern, path, glob, exclude_dirs=excluded, timeout=timeout
+            )
+            if isinstance(records, GrepResult):
+                return records
+        else:
+            core = await session.grep(
+                pattern.split("\n"), root, glob=glob or None, exclude_dirs=excluded, timeout=timeout
+            )
+            records = [(m.path, m.line, m.text) for m in core.matches]
+    except CommandTimeoutError as exc:
+        return grep_timed_out(exc.timeout)
+    except OSError:
+        return GrepResult(matches=[])  # BaseSandbox discards grep's errors: no matches
+    return parse(render(records, max_count), path, max_count)
 
 
 class NativeFiles(BaseSandbox, SessionHandle):
