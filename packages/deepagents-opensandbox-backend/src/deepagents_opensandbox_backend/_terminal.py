@@ -4,12 +4,13 @@ the core's `TerminalTools` as LangChain `StructuredTool`s (docs/deepagents.md#te
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.tools import BaseTool, StructuredTool
 
-from opensandbox_core import TerminalTools, TerminalToolSpec, run_blocking
+from opensandbox_core import TerminalTools, run_blocking
 from opensandbox_core import validation as _validate
 from opensandbox_core.adapters import ScopedTerminalTools
 
@@ -40,34 +41,28 @@ class _Terminals:
         return backend.current_thread_id() if isinstance(backend, ThreadSandboxBackend) else ""
 
     def run(self, name: str, **arguments: Any) -> str:
-        scope, backend = self.scope(), self._backend
-        if isinstance(backend, ThreadSandboxBackend):
-            backend = backend.for_thread(scope)
-        return run_blocking(self._scoped.of(scope, backend.session).call(name, arguments))
+        return run_blocking(self._call(self.scope(), name, arguments))  # the scope read here
 
     async def arun(self, name: str, **arguments: Any) -> str:
-        scope, backend = self.scope(), self._backend
+        return await self._call(self.scope(), name, arguments)
+
+    async def _call(self, scope: str, name: str, arguments: dict[str, Any]) -> str:
+        backend = self._backend
         if isinstance(backend, ThreadSandboxBackend):
             backend = await backend.afor_thread(scope)
         return await self._scoped.of(scope, backend.session).call(name, arguments)
 
     def tools(self) -> list[BaseTool]:
-        return [self._tool(spec) for spec in TerminalTools.specs]
-
-    def _tool(self, spec: TerminalToolSpec) -> BaseTool:
-        def run(**arguments: Any) -> str:
-            return self.run(spec.name, **arguments)
-
-        async def arun(**arguments: Any) -> str:
-            return await self.arun(spec.name, **arguments)
-
-        return StructuredTool(
-            name=spec.name,
-            description=spec.description,
-            args_schema=spec.schema(),
-            func=run,
-            coroutine=arun,
-        )
+        return [
+            StructuredTool(
+                name=spec.name,
+                description=spec.description,
+                args_schema=spec.schema(),
+                func=functools.partial(self.run, spec.name),
+                coroutine=functools.partial(self.arun, spec.name),
+            )
+            for spec in TerminalTools.specs
+        ]
 
 
 def terminal_tools(backend: Backend, *, max_output: int = 16 * 1024) -> list[BaseTool]:
