@@ -4,13 +4,12 @@ the core's `TerminalTools` as LangChain `StructuredTool`s (docs/deepagents.md#te
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.tools import BaseTool, StructuredTool
 
-from opensandbox_core import TerminalTools, run_blocking
+from opensandbox_core import TerminalTools, TerminalToolSpec, run_blocking
 from opensandbox_core import validation as _validate
 from opensandbox_core.adapters import ScopedTerminalTools
 
@@ -40,29 +39,29 @@ class _Terminals:
         backend = self._backend
         return backend.current_thread_id() if isinstance(backend, ThreadSandboxBackend) else ""
 
-    def run(self, name: str, **arguments: Any) -> str:
-        return run_blocking(self._call(self.scope(), name, arguments))  # the scope read here
-
-    async def arun(self, name: str, **arguments: Any) -> str:
-        return await self._call(self.scope(), name, arguments)
-
-    async def _call(self, scope: str, name: str, arguments: dict[str, Any]) -> str:
+    async def call(self, scope: str, name: str, arguments: dict[str, Any]) -> str:
         backend = self._backend
         if isinstance(backend, ThreadSandboxBackend):
             backend = await backend.afor_thread(scope)
         return await self._scoped.of(scope, backend.session).call(name, arguments)
 
     def tools(self) -> list[BaseTool]:
-        return [
-            StructuredTool(
-                name=spec.name,
-                description=spec.description,
-                args_schema=spec.schema(),
-                func=functools.partial(self.run, spec.name),
-                coroutine=functools.partial(self.arun, spec.name),
-            )
-            for spec in TerminalTools.specs
-        ]
+        return [self._tool(spec) for spec in TerminalTools.specs]
+
+    def _tool(self, spec: TerminalToolSpec) -> BaseTool:
+        def run(**arguments: Any) -> str:  # the scope is read here: the portal loop has no graph
+            return run_blocking(self.call(self.scope(), spec.name, arguments))
+
+        async def arun(**arguments: Any) -> str:
+            return await self.call(self.scope(), spec.name, arguments)
+
+        return StructuredTool(
+            name=spec.name,
+            description=spec.description,
+            args_schema=spec.schema(),
+            func=run,
+            coroutine=arun,
+        )
 
 
 def terminal_tools(backend: Backend, *, max_output: int = 16 * 1024) -> list[BaseTool]:
