@@ -24,6 +24,7 @@ pytest.importorskip("langgraph.checkpoint.sqlite")
 from _durable_chat import HistoryScriptedModel
 from deepagents import create_deep_agent
 from langchain_core.messages import ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from deepagents_opensandbox_backend import (
@@ -137,3 +138,49 @@ def test_a_fork_from_an_earlier_checkpoint_sees_that_checkpoints_files(
     assert _listed(namespace) == {}, "sandboxes leaked"
     left = [i for i in snapshots if run_blocking(get_snapshot(i)) is not None]
     assert left == [], f"snapshots left behind: {left}"
+
+
+async def test_a_fork_from_async_code_sees_that_checkpoints_files(
+    sandbox_image: str, testbed_env: dict[str, str]
+) -> None:
+    """The same fork through `ainvoke` (the middleware's `awrap_tool_call`)."""
+    namespace = f"tt-{uuid.uuid4().hex[:12]}"
+    backend = TimeTravelSandboxBackend(namespace=namespace, image=sandbox_image)
+    agent = create_deep_agent(
+        model=HistoryScriptedModel(steps=[], scripts=SCRIPTS),
+        system_prompt="You keep files in the sandbox.",
+        backend=backend,
+        middleware=[backend.middleware],
+        checkpointer=InMemorySaver(),
+    )
+    config: Any = {"configurable": {"thread_id": "thread-tt-async"}}
+    try:
+        await agent.ainvoke({"messages": "build"}, config, durability="sync")
+        history = [s async for s in agent.aget_state_history(config)]
+        assert (
+            len(
+                {
+                    s.values[SANDBOX_FILES_KEY]["snapshot_id"]
+                    for s in history
+                    if s.values.get(SANDBOX_FILES_KEY)
+                }
+            )
+            == 2
+        )
+        [after_step_1] = [
+            s
+            for s in history
+            if s.values["messages"]
+            and isinstance(s.values["messages"][-1], ToolMessage)
+            and s.values["messages"][-1].name == "write_file"
+        ]
+        fork = await agent.ainvoke({"messages": "look"}, after_step_1.config, durability="sync")
+        seen = _last_tool(fork)
+        assert "a.txt" in seen and "from step 1" in seen and "b.txt" not in seen, seen
+        own = await backend.find_thread("thread-tt-async")
+        assert fork[SANDBOX_FILES_KEY]["sandbox_id"] not in (own, None)
+    finally:
+        removed = await backend.adestroy_thread("thread-tt-async")
+        await backend.aclose()
+    assert len(removed) == 2  # the thread's sandbox and the fork's copy
+    assert await list_sandboxes(metadata={NAMESPACE_METADATA_KEY: namespace}) == []

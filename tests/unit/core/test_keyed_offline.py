@@ -16,6 +16,7 @@ from opensandbox_core import (
     ConfigurationError,
     KeyedSandboxes,
     SandboxSpec,
+    run_blocking,
 )
 from opensandbox_core.testing import FakeOpenSandbox
 
@@ -97,6 +98,24 @@ async def test_adapter_factories_and_the_blocking_call() -> None:
     assert made == [{NAMESPACE_METADATA_KEY: "app", "app.thread": keyed.digest("t")}]
     assert keyed.forget("t") is session and keyed.forget("t") is None
     await keyed.aclose()
+
+
+async def test_destroy_and_aclose_close_the_caller_loop_and_the_blocking_loop() -> None:
+    """A key's session used by blocking callers (on the portal loop) and by async ones has
+    clients on both loops; `destroy` and `aclose` close both (the adapters close nothing)."""
+    fake = FakeOpenSandbox()
+    keyed = KeyedSandboxes(SPEC, namespace="app", connection=fake.connection())
+    for key in ("kept", "gone"):
+        session = await asyncio.to_thread(keyed.session_blocking, key)
+        await asyncio.to_thread(run_blocking, session.write_bytes("/workspace/f", b"x"))
+        assert await session.read_bytes("/workspace/f") == b"x"
+        assert len(session._life.loops) == 2  # the portal loop's clients and this loop's
+    gone = await keyed.session("gone")
+    assert await keyed.destroy("gone") == [gone.id]
+    assert gone._life.loops == {}
+    kept = await keyed.session("kept")
+    await keyed.aclose()
+    assert kept._life.loops == {} and gone.id not in live(fake) and kept.id in live(fake)
 
 
 @pytest.mark.parametrize(

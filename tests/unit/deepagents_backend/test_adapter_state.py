@@ -1,7 +1,9 @@
-"""Where the Deep Agents adapter keeps what it learns: on the backend, never process-wide.
+"""Where the Deep Agents adapter keeps what it learns: in the core, never in the adapter.
 
-What a backend learns about its sandbox (the line indexes of paged files, whether `ls` can list
-natively) lives on that backend and dies with it; no module of the adapter holds mutable state.
+What a backend learns about its sandbox lives in the core: the line indexes of paged files on the
+backend's session (they die with it), whether `ls` can list natively in the core's per-sandbox
+verdict cache (forgotten when the sandbox is destroyed). No module of the adapter holds mutable
+state, so a thread backend can build a backend per call and lose nothing.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import base64
 import functools
 import importlib
 import pkgutil
+import uuid
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -28,6 +31,7 @@ from opensandbox_core import (
     DirectoryListing,
     SandboxSpec,
 )
+from opensandbox_core._lifecycle import _caches
 
 MIB = 1024 * 1024
 
@@ -62,13 +66,19 @@ def test_no_module_of_the_adapter_holds_mutable_state() -> None:
     assert held == []
 
 
+class _Connection:
+    def resolved_domain(self) -> str:
+        return "busybox.test:8080"
+
+
 class _BusyboxLs:
     """A session whose `ls` has no `--quoting-style`, recording the commands run; the
     `FIND_LISTING` fallback lists two entries."""
 
-    def __init__(self) -> None:
+    def __init__(self, sandbox_id: str) -> None:
         self.runs: list[str] = []
-        self.id = "sandbox-1"
+        self.id = sandbox_id
+        self.connection = _Connection()
 
     async def run(
         self, command: Sequence[str], *, env: Mapping[str, str], plain_lines: bool
@@ -81,9 +91,11 @@ class _BusyboxLs:
         return CommandResult(0, f"{every}\n=\n{dirs}\n", "")
 
 
-def test_an_ls_without_quoting_style_is_asked_once_per_backend() -> None:
-    session: Any = _BusyboxLs()
+def test_an_ls_without_quoting_style_is_asked_once_per_sandbox() -> None:
+    sandbox_id = f"sandbox-{uuid.uuid4().hex[:8]}"
+    session: Any = _BusyboxLs(sandbox_id)
     lister = DirectoryLister(session)
+    assert lister.quoting_style is True  # nothing learnt yet
 
     async def listings() -> list[object]:
         return [await lister.list("/d") for _ in range(3)]
@@ -91,9 +103,16 @@ def test_an_ls_without_quoting_style_is_asked_once_per_backend() -> None:
     listing = DirectoryListing("/d", (DirectoryEntry("/d/a", False), DirectoryEntry("/d/d", True)))
     assert asyncio.run(listings()) == [listing] * 3  # listed by `find`, not the script
     assert session.runs == ["ls", "sh", "sh", "sh"] and lister.quoting_style is False
-    # Another backend (its own lister) on the same sandbox id asks for itself.
-    assert asyncio.run(DirectoryLister(session).list("/d")) == listing
-    assert session.runs[4:] == ["ls", "sh"]
+    # Another backend's lister, even on another session of the same sandbox, knows it too.
+    other: Any = _BusyboxLs(sandbox_id)
+    assert asyncio.run(DirectoryLister(other).list("/d")) == listing
+    assert other.runs == ["sh"]
+    # A lister on another sandbox asks for itself.
+    elsewhere: Any = _BusyboxLs(f"{sandbox_id}-2")
+    assert asyncio.run(DirectoryLister(elsewhere).list("/d")) == listing
+    assert elsewhere.runs == ["ls", "sh"]
+    _caches.forget("busybox.test:8080", sandbox_id)  # as destroying the sandbox does
+    assert DirectoryLister(other).quoting_style is True
 
 
 def _backend(files: PageFiles) -> OpenSandboxBackend:

@@ -39,14 +39,8 @@ class _Terminals:
         backend = self._backend
         return backend.current_thread_id() if isinstance(backend, ThreadSandboxBackend) else ""
 
-    def run(self, name: str, **arguments: Any) -> str:
-        scope, backend = self.scope(), self._backend
-        if isinstance(backend, ThreadSandboxBackend):
-            backend = backend.for_thread(scope)
-        return run_blocking(self._scoped.of(scope, backend.session).call(name, arguments))
-
-    async def arun(self, name: str, **arguments: Any) -> str:
-        scope, backend = self.scope(), self._backend
+    async def call(self, scope: str, name: str, arguments: dict[str, Any]) -> str:
+        backend = self._backend
         if isinstance(backend, ThreadSandboxBackend):
             backend = await backend.afor_thread(scope)
         return await self._scoped.of(scope, backend.session).call(name, arguments)
@@ -55,11 +49,11 @@ class _Terminals:
         return [self._tool(spec) for spec in TerminalTools.specs]
 
     def _tool(self, spec: TerminalToolSpec) -> BaseTool:
-        def run(**arguments: Any) -> str:
-            return self.run(spec.name, **arguments)
+        def run(**arguments: Any) -> str:  # the scope is read here: the portal loop has no graph
+            return run_blocking(self.call(self.scope(), spec.name, arguments))
 
         async def arun(**arguments: Any) -> str:
-            return await self.arun(spec.name, **arguments)
+            return await self.call(self.scope(), spec.name, arguments)
 
         return StructuredTool(
             name=spec.name,

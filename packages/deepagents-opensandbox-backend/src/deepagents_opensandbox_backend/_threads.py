@@ -5,8 +5,6 @@ docs/deepagents.md#threadsandboxbackend.
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from typing import Any
 
 from deepagents.backends.sandbox import BaseSandbox
@@ -112,29 +110,19 @@ class ThreadSandboxBackend(ForwardingBackend):
             namespace_label=NAMESPACE_METADATA_KEY,
             settle_timeout=float(options.settle_timeout),
         )
-        self._lock = threading.Lock()
-        # (sandbox id, session) -> its backend: one per session, so what it learns stays with it
-        self._backends: dict[tuple[str, int], OpenSandboxBackend] = {}
 
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(namespace={self._namespace!r}, image={self._options.image!r}, "
-            f"threads={len(self._backends)}, connection={self._connection!r})"
+            f"connection={self._connection!r})"
         )
 
     def _attach_session(self, sandbox_id: str) -> AsyncSandboxSession:
         return self._attach_options.attach(sandbox_id, connection=self._connection)
 
     def _backend(self, session: AsyncSandboxSession) -> OpenSandboxBackend:
-        """The one `OpenSandboxBackend` of a started session (what it learns stays with it)."""
-        assert session.id is not None
-        key = (session.id, id(session))
-        with self._lock:
-            backend = self._backends.get(key)
-            if backend is None or backend.session is not session:
-                backend = OpenSandboxBackend(session, stderr_prefix=self._options.stderr_prefix)
-                self._backends[key] = backend
-            return backend
+        """A backend on a started session (what it learns is kept by the session and the core)."""
+        return OpenSandboxBackend(session, stderr_prefix=self._options.stderr_prefix)
 
     # -- identity ---------------------------------------------------------------------------
     @property
@@ -199,17 +187,7 @@ class ThreadSandboxBackend(ForwardingBackend):
     async def adestroy_thread(self, thread_id: str) -> list[str]:
         """`destroy_thread()` on the caller's event loop."""
         self.thread_key(thread_id)
-        session = self._keys.forget(thread_id)
-        if session is not None:
-            await self._close(session)
         return await self._keys.destroy(thread_id)
-
-    async def _close(self, session: AsyncSandboxSession) -> None:
-        """Close a session's connections on this loop and the blocking one; forget its backend."""
-        with self._lock:
-            self._backends.pop((session.id or "", id(session)), None)
-        await session.aclose()
-        await asyncio.to_thread(run_blocking, session.aclose())
 
     def close(self) -> None:
         """Close local connections of every thread's backend. The sandboxes keep running."""
@@ -217,11 +195,6 @@ class ThreadSandboxBackend(ForwardingBackend):
 
     async def aclose(self) -> None:
         """`close()` for async code."""
-        with self._lock:
-            backends = list(self._backends.values())
-            self._backends.clear()
-        for backend in backends:
-            await backend.aclose()
         await self._keys.aclose()
 
     # -- the sandbox every operation runs on (`ForwardingBackend`) ---------------------------

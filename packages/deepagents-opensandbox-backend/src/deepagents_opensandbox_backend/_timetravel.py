@@ -5,10 +5,11 @@ docs/threads.md.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Annotated, Any, NotRequired, TypedDict, cast
 
 from langchain.agents.middleware.types import AgentMiddleware, AgentState
@@ -57,6 +58,10 @@ def _latest(old: SandboxFiles | None, new: SandboxFiles | None) -> SandboxFiles 
     return new if new["seq"] >= old["seq"] else old
 
 
+Result = ToolMessage | Command[Any]
+Branch = tuple[OpenSandboxBackend, SandboxFiles | None]  # a tool call's backend, a new record
+
+
 class _FilesState(AgentState[Any]):
     sandbox_files: NotRequired[Annotated[SandboxFiles | None, _latest]]
 
@@ -75,41 +80,34 @@ class _TimeTravelMiddleware(AgentMiddleware[_FilesState, Any, Any]):
         return "OpenSandboxTimeTravel"
 
     def wrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
-    ) -> ToolMessage | Command[Any]:
-        thread_id = self._backend.current_thread_id()
-        backend, record = run_blocking(self._backend._branch(request.state, thread_id))
-        token = _BRANCH.set(backend)
-        try:
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Result]
+    ) -> Result:
+        thread_id = self._backend.current_thread_id()  # LangGraph's context: not the portal's
+        branch = run_blocking(self._backend._branch(request.state, thread_id))
+        with _on(branch[0]):
             result = handler(request)
-        finally:
-            _BRANCH.reset(token)
-        if request.tool_call["name"] in self._backend.changing_tools:
-            record = run_blocking(self._backend._record(backend))
-        return _with_record(result, record)
+        return run_blocking(self._backend._recorded(request, branch, result))
 
     async def awrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
-    ) -> ToolMessage | Command[Any]:
-        thread_id = self._backend.current_thread_id()
-        backend, record = await self._backend._branch(request.state, thread_id)
-        token = _BRANCH.set(backend)
-        try:
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[Result]]
+    ) -> Result:
+        branch = await self._backend._branch(request.state, self._backend.current_thread_id())
+        with _on(branch[0]):
             result = await handler(request)
-        finally:
-            _BRANCH.reset(token)
-        if request.tool_call["name"] in self._backend.changing_tools:
-            record = await self._backend._record(backend)
-        return _with_record(result, record)
+        return await self._backend._recorded(request, branch, result)
 
 
-def _with_record(
-    result: ToolMessage | Command[Any], record: SandboxFiles | None
-) -> ToolMessage | Command[Any]:
+@contextlib.contextmanager
+def _on(backend: OpenSandboxBackend) -> Iterator[None]:
+    """Within this block, the tool's operations run on `backend` (its branch's sandbox)."""
+    token = _BRANCH.set(backend)
+    try:
+        yield
+    finally:
+        _BRANCH.reset(token)
+
+
+def _with_record(result: Result, record: SandboxFiles | None) -> Result:
     if record is None:
         return result
     if isinstance(result, ToolMessage):
@@ -171,9 +169,7 @@ class TimeTravelSandboxBackend(ThreadSandboxBackend):
         branch = _BRANCH.get()
         return branch.id if branch is not None else super().id
 
-    async def _branch(
-        self, state: Any, thread_id: str
-    ) -> tuple[OpenSandboxBackend, SandboxFiles | None]:
+    async def _branch(self, state: Any, thread_id: str) -> Branch:
         """The sandbox holding this state's files, and a record to store if it is a new copy."""
         record: SandboxFiles | None = (state or {}).get(SANDBOX_FILES_KEY)
         if not record:
@@ -182,10 +178,12 @@ class TimeTravelSandboxBackend(ThreadSandboxBackend):
         session, moved = await self._files.open(version, owner=self.thread_key(thread_id))
         return self._backend(session), None if moved is None else _record_of(moved)
 
-    async def _record(self, backend: OpenSandboxBackend) -> SandboxFiles:
-        """Mark the sandbox's files with a new version and snapshot them."""
-        version = await self._files.save(backend.session, name=None)
-        return _record_of(version)
+    async def _recorded(self, request: ToolCallRequest, branch: Branch, result: Result) -> Result:
+        """The tool's result with its branch's record: a new snapshot after a changing tool."""
+        backend, record = branch
+        if request.tool_call["name"] in self.changing_tools:
+            record = _record_of(await self._files.save(backend.session, name=None))
+        return _with_record(result, record)
 
     # -- cleanup ------------------------------------------------------------------------------
     async def find_copies(self, thread_id: str) -> list[str]:

@@ -3,7 +3,7 @@
 The entries are what Python's `os.scandir` gives (directory order, `is_dir` not following
 symlinks, names decoded as UTF-8 with `surrogateescape`), without python3 in the image:
 `ls -f -p --quoting-style=escape -- PATH/` (GNU coreutils, names in C escapes, so the output
-is plain ASCII lines), or where `ls` lacks that option (busybox; learnt once per lister)
+is plain ASCII lines), or where `ls` lacks that option (busybox; learnt once per sandbox)
 `FIND_LISTING`: two `find -mindepth 1 -maxdepth 1` walks, NUL-separated and base64-encoded.
 Why this and not execd's `/directories/list`: docs/deepagents.md#ls.
 """
@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
+from opensandbox_core._lifecycle._caches import SandboxCache
+
 if TYPE_CHECKING:
     from opensandbox_core._session import AsyncSandboxSession
 
@@ -33,8 +35,15 @@ __all__ = [
     "parse_find_listing",
     "parse_ls",
     "path_error",
+    "quoting_style_cache",
     "unescape_name",
 ]
+
+quoting_style_cache: SandboxCache[tuple[str, str], bool] = SandboxCache(
+    "whether each sandbox's `ls` has --quoting-style (False: busybox's, which has not)"
+)
+"""True: the sandbox's `ls` takes `ls_argv`; False: it said it has no `--quoting-style`, and its
+listings are `FIND_LISTING`'s. Learnt at the sandbox's first listing, for every session on it."""
 
 PATH_ERRORS: Final[Mapping[str, str]] = MappingProxyType(
     {
@@ -192,13 +201,23 @@ def parse_find_listing(
 
 
 class DirectoryLister:
-    """Lists directories of one session's sandbox; remembers whether its `ls` has
-    `--quoting-style` (asked once). Construction does no I/O."""
+    """Lists directories of one session's sandbox; whether its `ls` has `--quoting-style` is
+    asked once per sandbox (`quoting_style_cache`). Construction does no I/O."""
 
     def __init__(self, session: AsyncSandboxSession) -> None:
         self.session = session
-        self.quoting_style = True
+
+    def _sandbox(self) -> tuple[str, str] | None:
+        sandbox_id = self.session.id
+        if sandbox_id is None:  # not started yet: nothing learnt
+            return None
+        return (self.session.connection.resolved_domain(), sandbox_id)
+
+    @property
+    def quoting_style(self) -> bool:
         """False once the sandbox's `ls` said it has no `--quoting-style` (busybox)."""
+        key = self._sandbox()
+        return key is None or quoting_style_cache.get(key, True)
 
     async def list(self, path: str) -> DirectoryListing | None:
         """The entries of the directory `path` (absolute; a symlink to a directory is
@@ -209,9 +228,12 @@ class DirectoryLister:
             if result.truncated:
                 return None
             parsed = parse_ls(path, result.exit_code, result.stdout, result.stderr)
-            if parsed is not None or not unsupported(result.stderr):
+            supported = parsed is not None or not unsupported(result.stderr)
+            key = self._sandbox()
+            if key is not None:  # always, once a command ran
+                quoting_style_cache[key] = supported
+            if supported:
                 return parsed
-            self.quoting_style = False
         argv = ["sh", "-c", FIND_LISTING, "ls", path]
         result = await self.session.run(argv, env=C_LOCALE, plain_lines=True)
         if result.truncated:

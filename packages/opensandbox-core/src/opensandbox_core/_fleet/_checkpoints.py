@@ -39,7 +39,7 @@ from opensandbox_core._metadata import FORK_OF_KEY
 from opensandbox_core._session import AsyncSandboxSession
 
 from ._admin import destroy_sandbox, list_sandboxes
-from ._keyed import KEY_METADATA_KEY, NAMESPACE_METADATA_KEY
+from ._keyed import KEY_METADATA_KEY, NAMESPACE_METADATA_KEY, close_everywhere
 from ._snapshots import delete_snapshot, list_snapshots, restore_snapshot, snapshot_sandbox
 
 __all__ = ["COPY_OF_METADATA_KEY", "MARKER_PATH", "CheckpointFiles", "FilesVersion"]
@@ -177,7 +177,7 @@ class CheckpointFiles:
         for sandbox_id in every:
             session = self._sessions.pop(sandbox_id, None)
             if session is not None:
-                await session.aclose()
+                await close_everywhere(session)
             self._markers.pop(sandbox_id, None)
             if await destroy_sandbox(sandbox_id, self._connection):
                 removed.append(sandbox_id)
@@ -199,8 +199,9 @@ class CheckpointFiles:
                 await asyncio.sleep(1)
 
     async def aclose(self) -> None:
-        """Close the local connections of every session opened here. Sandboxes keep running."""
+        """Close the local connections of every session opened here (on this loop and the
+        blocking one). Sandboxes keep running."""
         sessions = list(self._sessions.values())
         self._sessions.clear()
         for session in sessions:
-            await session.aclose()
+            await close_everywhere(session)

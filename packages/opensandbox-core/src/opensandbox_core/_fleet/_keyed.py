@@ -17,7 +17,8 @@ How a key's sandbox is found, and why there is never a second one:
   tie makes both yield and look again). Verified against opensandbox-server 1.1.1 on Docker.
 - Ownership: a key's sandbox belongs to the key, not to the process that happened to create it.
   Nothing here destroys it except `destroy(key)`; the sandboxes' idle lifetime removes those of
-  abandoned keys. `aclose()` only releases local connections.
+  abandoned keys. `aclose()` only releases local connections: those of the caller's event loop
+  and of the core's blocking (portal) loop, where `session_blocking` callers use the session.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from opensandbox_core._session import AsyncSandboxSession
 
 from ._admin import SandboxSummary, destroy_sandbox, list_sandboxes
 
-__all__ = ["KEY_METADATA_KEY", "NAMESPACE_METADATA_KEY", "KeyedSandboxes"]
+__all__ = ["KEY_METADATA_KEY", "NAMESPACE_METADATA_KEY", "KeyedSandboxes", "close_everywhere"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +55,12 @@ KEY_METADATA_KEY = "opensandbox-agents.key"
 _SETTLE_POLL = (0.2, 0.6)  # seconds, random: racers that both yielded do not retry in step
 Factory = Callable[[Mapping[str, str]], AsyncSandboxSession]
 Attacher = Callable[[str], AsyncSandboxSession]
+
+
+async def close_everywhere(session: AsyncSandboxSession) -> None:
+    """Close a session's connections on this event loop and on the blocking portal loop."""
+    await session.aclose()
+    await asyncio.to_thread(run_blocking, session.aclose())
 
 
 def _state(summary: SandboxSummary) -> str:
@@ -260,7 +267,7 @@ class KeyedSandboxes:
         with self._lock:
             future = self._keys.pop(key, None)
         if future is not None and future.done() and future.exception() is None:
-            await future.result().aclose()
+            await close_everywhere(future.result())
         removed = []
         for summary in await self._live(key):
             if await destroy_sandbox(summary.id, self._connection):
@@ -277,10 +284,11 @@ class KeyedSandboxes:
         return None
 
     async def aclose(self) -> None:
-        """Close the local connections of every key's session. The sandboxes keep running."""
+        """Close the local connections of every key's session (on this loop and the blocking
+        one). The sandboxes keep running."""
         with self._lock:
             futures = list(self._keys.values())
             self._keys.clear()
         for future in futures:
             if future.done() and future.exception() is None:
-                await future.result().aclose()
+                await close_everywhere(future.result())
