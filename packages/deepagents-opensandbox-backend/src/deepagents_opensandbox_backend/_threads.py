@@ -31,19 +31,10 @@ THREAD_METADATA_KEY = "opensandbox-agents.thread"
 """Metadata label holding a digest of (namespace, thread id); see `ThreadSandboxBackend.thread_key`."""
 
 
-OPERATIONS = (
-    "execute",
-    "execute_with_offload",
-    "upload_files",
-    "download_files",
-    "ls",
-    "read",
-    "write",
-    "edit",
-    "glob",
-    "grep",
-    "delete",
+_NAMES = (
+    "execute execute_with_offload upload_files download_files ls read write edit glob grep delete"
 )
+OPERATIONS = tuple(_NAMES.split())
 """The protocol's operations; each has an async twin named with an `a` in front."""
 
 
