@@ -12,9 +12,12 @@ import concurrent.futures
 import contextlib
 import threading
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-__all__ = ["portal", "run_blocking"]
+if TYPE_CHECKING:
+    from opensandbox_core._session import AsyncSandboxSession
+
+__all__ = ["close_everywhere", "portal", "run_blocking"]
 
 T = TypeVar("T")
 
@@ -77,3 +80,10 @@ portal = _Portal()
 def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine on the shared portal loop and wait for it (for adapters' sync methods)."""
     return portal.run(coro)
+
+
+async def close_everywhere(session: AsyncSandboxSession) -> None:
+    """Close a session's connections on this event loop and on the portal's (a session used
+    from async and from blocking code holds HTTP clients on both)."""
+    await session.aclose()
+    await asyncio.to_thread(run_blocking, session.aclose())

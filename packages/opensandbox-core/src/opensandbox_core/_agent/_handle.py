@@ -11,6 +11,7 @@ from collections.abc import Coroutine
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+from opensandbox_core._portal import close_everywhere
 from opensandbox_core._session import AsyncSandboxSession
 from opensandbox_core._sync import run_blocking
 
@@ -100,8 +101,7 @@ class SessionHandle:
 
     async def aclose(self) -> None:
         """`close()` for async code: closes this loop's and the blocking loop's connections."""
-        await self._session.aclose()
-        await asyncio.to_thread(run_blocking, self._session.aclose())
+        await close_everywhere(self._session)
 
     def __enter__(self) -> Self:
         return self

@@ -36,10 +36,11 @@ from dataclasses import dataclass
 from opensandbox_core._config import Connection
 from opensandbox_core._errors import SandboxUnavailableError
 from opensandbox_core._metadata import FORK_OF_KEY
+from opensandbox_core._portal import close_everywhere
 from opensandbox_core._session import AsyncSandboxSession
 
 from ._admin import destroy_sandbox, list_sandboxes
-from ._keyed import KEY_METADATA_KEY, NAMESPACE_METADATA_KEY, close_everywhere
+from ._keyed import KEY_METADATA_KEY, NAMESPACE_METADATA_KEY
 from ._snapshots import delete_snapshot, list_snapshots, restore_snapshot, snapshot_sandbox
 
 __all__ = ["COPY_OF_METADATA_KEY", "MARKER_PATH", "CheckpointFiles", "FilesVersion"]

@@ -38,12 +38,12 @@ from opensandbox_core._config import Connection, SandboxSpec
 from opensandbox_core._errors import SandboxUnavailableError, ServerError
 from opensandbox_core._lifecycle._guard import CreateGuard
 from opensandbox_core._metadata import NAMESPACE_KEY
-from opensandbox_core._portal import run_blocking
+from opensandbox_core._portal import close_everywhere, run_blocking
 from opensandbox_core._session import AsyncSandboxSession
 
 from ._admin import SandboxSummary, destroy_sandbox, list_sandboxes
 
-__all__ = ["KEY_METADATA_KEY", "NAMESPACE_METADATA_KEY", "KeyedSandboxes", "close_everywhere"]
+__all__ = ["KEY_METADATA_KEY", "NAMESPACE_METADATA_KEY", "KeyedSandboxes"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,12 +55,6 @@ KEY_METADATA_KEY = "opensandbox-agents.key"
 _SETTLE_POLL = (0.2, 0.6)  # seconds, random: racers that both yielded do not retry in step
 Factory = Callable[[Mapping[str, str]], AsyncSandboxSession]
 Attacher = Callable[[str], AsyncSandboxSession]
-
-
-async def close_everywhere(session: AsyncSandboxSession) -> None:
-    """Close a session's connections on this event loop and on the blocking portal loop."""
-    await session.aclose()
-    await asyncio.to_thread(run_blocking, session.aclose())
 
 
 def _state(summary: SandboxSummary) -> str:
