@@ -40,6 +40,11 @@ def offload_result(view: OffloadView) -> ExecuteOffloadResult:
     return ExecuteOffloadResult(view.offloaded, _response(view.output), view.marker)
 
 
+def _limit(timeout: int | None) -> Any:
+    """`execute(timeout=)` as the core takes it: None is the session's default (`DEFAULT`)."""
+    return DEFAULT if timeout is None else execute_timeout(timeout)
+
+
 def _response(out: AgentOutput) -> ExecuteResponse:
     return ExecuteResponse(output=out.output, exit_code=out.exit_code, truncated=out.truncated)
 
@@ -136,9 +141,8 @@ class OpenSandboxBackend(NativeFiles):
         return await self._execute(command, timeout)
 
     async def _execute(self, command: str, timeout: int | None) -> ExecuteResponse:
-        limit: Any = DEFAULT if timeout is None else execute_timeout(timeout)
         ran = await run_for_agent(
-            self._session, command, timeout=limit, stderr_prefix=self._stderr_prefix
+            self._session, command, timeout=_limit(timeout), stderr_prefix=self._stderr_prefix
         )
         return _response(ran)
 
@@ -160,7 +164,7 @@ class OpenSandboxBackend(NativeFiles):
             OFFLOAD_PREVIEW,
             max_bytes=cap,
             inline_limit=max_inline_bytes,
-            timeout=DEFAULT if timeout is None else execute_timeout(timeout),
+            timeout=_limit(timeout),
             stderr_prefix=self._stderr_prefix,
         )
         return offload_result(view)

@@ -83,18 +83,24 @@ class _TimeTravelMiddleware(AgentMiddleware[_FilesState, Any, Any]):
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Result]
     ) -> Result:
         thread_id = self._backend.current_thread_id()  # LangGraph's context: not the portal's
-        branch = run_blocking(self._backend._branch(request.state, thread_id))
-        with _on(branch[0]):
+        backend, record = run_blocking(self._backend._branch(request.state, thread_id))
+        with _on(backend):
             result = handler(request)
-        return run_blocking(self._backend._recorded(request, branch, result))
+        if request.tool_call["name"] in self._backend.changing_tools:
+            record = run_blocking(self._backend._snapshot(backend))
+        return _with_record(result, record)
 
     async def awrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[Result]]
     ) -> Result:
-        branch = await self._backend._branch(request.state, self._backend.current_thread_id())
-        with _on(branch[0]):
+        backend, record = await self._backend._branch(
+            request.state, self._backend.current_thread_id()
+        )
+        with _on(backend):
             result = await handler(request)
-        return await self._backend._recorded(request, branch, result)
+        if request.tool_call["name"] in self._backend.changing_tools:
+            record = await self._backend._snapshot(backend)
+        return _with_record(result, record)
 
 
 @contextlib.contextmanager
@@ -178,12 +184,9 @@ class TimeTravelSandboxBackend(ThreadSandboxBackend):
         session, moved = await self._files.open(version, owner=self.thread_key(thread_id))
         return self._backend(session), None if moved is None else _record_of(moved)
 
-    async def _recorded(self, request: ToolCallRequest, branch: Branch, result: Result) -> Result:
-        """The tool's result with its branch's record: a new snapshot after a changing tool."""
-        backend, record = branch
-        if request.tool_call["name"] in self.changing_tools:
-            record = _record_of(await self._files.save(backend.session, name=None))
-        return _with_record(result, record)
+    async def _snapshot(self, backend: OpenSandboxBackend) -> SandboxFiles:
+        """Mark the sandbox's files with a new version and snapshot them."""
+        return _record_of(await self._files.save(backend.session, name=None))
 
     # -- cleanup ------------------------------------------------------------------------------
     async def find_copies(self, thread_id: str) -> list[str]:

@@ -86,12 +86,12 @@ async def download_checked(
     """Read `paths` in one batch; one outcome per path, in order, with the content where it
     succeeded. A path that `sendable_path` refuses is `"invalid_path"` and not sent; other
     errors: `transfer_code`."""
-    paths = list(paths)
-    batch = [path for path in paths if sendable_path(path)]
+    checked = [(path, sendable_path(path)) for path in paths]
+    batch = [path for path, sendable in checked if sendable]
     results = iter(await session.download_files(batch) if batch else [])
     out: list[CheckedTransfer] = []
-    for path in paths:
-        if not sendable_path(path):
+    for path, sendable in checked:
+        if not sendable:
             out.append(CheckedTransfer(path, "invalid_path"))
             continue
         result = next(results)

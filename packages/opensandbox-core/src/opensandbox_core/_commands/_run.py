@@ -381,13 +381,8 @@ class Commands:
         ctx = ctx or await self._life.context()
         if workdir != ctx.working_dir:  # the working dir was entered by the probe
             # `ls -d` names the errno (as `find -H` did); POSIX, so busybox has it too
-            check = [
-                "sh",
-                "-c",
-                'ls -d -- "$1" >/dev/null || exit 1; if [ -d "$1" ]; then echo d; fi',
-                "cwd",
-            ]
-            check.append(workdir)
+            script = 'ls -d -- "$1" >/dev/null || exit 1; if [ -d "$1" ]; then echo d; fi'
+            check = ["sh", "-c", script, "cwd", workdir]
             result = await self.file_command(check, timeout=60, cwd="/")
             if result.exit_code != 0:
                 text_error = _fallback.error_text(result.stderr)
