@@ -17,35 +17,21 @@ from opensandbox_core import (
     CreateGuard,
     DirectoryUpload,
     UploadOptions,
+    run_blocking,
 )
-from opensandbox_core.adapters import (
-    AgentOutput,
-    OffloadView,
-    offload_for_agent,
-    run_for_agent,
-    takes_keywords,
-    takes_keywords_after_id,
-)
+from opensandbox_core.adapters import takes_keywords, takes_keywords_after_id, twin
 
-from ._filesystem import NativeFiles, blocking_twin, execute_timeout
+from ._filesystem import NativeFiles, execute_timeout
 from ._options import DEFAULT_IMAGE, SEED_ORDER, AttachOptions, SandboxOptions
+from ._run import offload_for_agent, run_for_agent
 from ._texts import OFFLOAD_MAX_CAPTURE_BYTES, OFFLOAD_PREVIEW
 
 __all__ = ["DEFAULT_IMAGE", "OpenSandboxBackend"]
 
 
-def offload_result(view: OffloadView) -> ExecuteOffloadResult:
-    """The protocol's result for the core's `offload_for_agent` (`OFFLOAD_PREVIEW`'s preview)."""
-    return ExecuteOffloadResult(view.offloaded, _response(view.output), view.marker)
-
-
 def _limit(timeout: int | None) -> Any:
     """`execute(timeout=)` as the core takes it: None is the session's default (`DEFAULT`)."""
     return DEFAULT if timeout is None else execute_timeout(timeout)
-
-
-def _response(out: AgentOutput) -> ExecuteResponse:
-    return ExecuteResponse(output=out.output, exit_code=out.exit_code, truncated=out.truncated)
 
 
 class OpenSandboxBackend(NativeFiles):
@@ -108,7 +94,7 @@ class OpenSandboxBackend(NativeFiles):
         never deleted by this backend unless `kill(force=True)`. The keywords are
         `AttachOptions`' (`timeout`, when given, renews the idle lifetime to it)."""
         backend = cls(options.attach(sandbox_id), stderr_prefix=options.stderr_prefix)
-        backend._run(backend._session.start())
+        run_blocking(backend._session.start())
         return backend
 
     @classmethod
@@ -132,18 +118,17 @@ class OpenSandboxBackend(NativeFiles):
         return sandbox_id
 
     # -- commands ---------------------------------------------------------------------------
-    def execute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
-        """Differs: `timeout=0` is no limit, a timeout is exit code 124, `stderr_prefix`."""
-        return self._run(self._execute(command, timeout))
-
     async def aexecute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
-        return await self._execute(command, timeout)
-
-    async def _execute(self, command: str, timeout: int | None) -> ExecuteResponse:
-        ran = await run_for_agent(
+        return await run_for_agent(
             self._session, command, timeout=_limit(timeout), stderr_prefix=self._stderr_prefix
         )
-        return _response(ran)
+
+    execute = twin(
+        aexecute,
+        name="execute",
+        on_self=True,
+        doc="Differs: `timeout=0` is no limit, a timeout is exit code 124, `stderr_prefix`.",
+    )
 
     async def aexecute_with_offload(
         self,
@@ -156,7 +141,7 @@ class OpenSandboxBackend(NativeFiles):
     ) -> ExecuteOffloadResult:
         """Differs: the core's capture, no `stderr_prefix` (docs/deepagents.md#offload)."""
         cap = OFFLOAD_MAX_CAPTURE_BYTES if max_capture_bytes is None else max_capture_bytes
-        view = await offload_for_agent(
+        return await offload_for_agent(
             self._session,
             command,
             capture_path,
@@ -166,19 +151,10 @@ class OpenSandboxBackend(NativeFiles):
             timeout=_limit(timeout),
             stderr_prefix=self._stderr_prefix,
         )
-        return offload_result(view)
+
+    execute_with_offload = twin(aexecute_with_offload, name="execute_with_offload", on_self=True)
 
     # -- directory upload -------------------------------------------------------------------
-    def upload_dir(
-        self, local_dir: str | os.PathLike[str], remote_dir: str, **options: Unpack[UploadOptions]
-    ) -> DirectoryUpload:
-        """Copy a local directory tree into the sandbox at `remote_dir` (absolute), leaving
-        secrets behind (`opensandbox_core.SECRET_PATTERNS`: `.env`, `.ssh/`, `*.pem`, ...).
-        Options: `include_secrets=True`, `exclude` (more patterns, `["node_modules/"]`),
-        `concurrency` (8 files at once), `timeout` (per file). Symlinks never lead out of the
-        tree. Returns what was uploaded and what was skipped, and why."""
-        return self._run(self.aupload_dir(local_dir, remote_dir, **options))
-
     async def aupload_dir(
         self, local_dir: str | os.PathLike[str], remote_dir: str, **options: Unpack[UploadOptions]
     ) -> DirectoryUpload:
@@ -190,5 +166,13 @@ class OpenSandboxBackend(NativeFiles):
             )
         return await self._session.files.upload_dir(local_dir, remote_dir, **options)
 
-
-blocking_twin(OpenSandboxBackend, "execute_with_offload")
+    upload_dir = twin(
+        aupload_dir,
+        name="upload_dir",
+        on_self=True,
+        doc="""Copy a local directory tree into the sandbox at `remote_dir` (absolute), leaving
+        secrets behind (`opensandbox_core.SECRET_PATTERNS`: `.env`, `.ssh/`, `*.pem`, ...).
+        Options: `include_secrets=True`, `exclude` (more patterns, `["node_modules/"]`),
+        `concurrency` (8 files at once), `timeout` (per file). Symlinks never lead out of the
+        tree. Returns what was uploaded and what was skipped, and why.""",
+    )

@@ -5,26 +5,20 @@ public method answers. Details: docs/deepagents.md#native-file-operations.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import PurePosixPath
+import errno
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Final
 
-from deepagents.backends import utils as deepagents_utils
 from deepagents.backends.protocol import (
     ASYNC_GREP_TIMEOUT,
-    FILE_NOT_FOUND,
     INVALID_PATH,
-    IS_DIRECTORY,
-    PERMISSION_DENIED,
     DeleteResult,
     EditResult,
     FileDownloadResponse,
-    FileInfo,
     FileOperationError,
     FileUploadResponse,
     GlobResult,
-    GrepMatch,
     GrepResult,
     LsResult,
     ReadResult,
@@ -35,26 +29,17 @@ from deepagents.backends.sandbox import BaseSandbox
 from opensandbox_core import (
     DEFAULT,
     AsyncSandboxSession,
-    CommandTimeoutError,
-    DirectoryLister,
     EditError,
     NotTextError,
     OutputLimitError,
+    run_blocking,
 )
 from opensandbox_core import validation as _validate
-from opensandbox_core.adapters import (
-    FILE_ERRORS,
-    SessionHandle,
-    TransferCode,
-    download_checked,
-    execd_editable,
-    grep_universal,
-    is_utf8,
-    match_files,
-    sendable_path,
-    upload_checked,
-)
+from opensandbox_core.adapters import twin
 
+from ._handle import BackendHandle
+from ._listing import list_directory
+from ._search import native_glob, native_grep
 from ._texts import (
     BASE64_LIMIT,
     EFFECTIVE_LIMIT,
@@ -62,36 +47,33 @@ from ._texts import (
     delete_error,
     delete_not_found,
     edit_error,
-    grep_error,
-    grep_timed_out,
     ls_result,
     read_error,
     read_result,
     text_named,
     write_error,
 )
+from ._transfers import download_checked, execd_editable, is_utf8, sendable_path, upload_checked
 
 __all__ = [
-    "TRANSFER_ERRORS",
+    "EDIT_ERRORS",
+    "FILE_ERRORS",
     "NativeFiles",
     "check_transfer_path",
     "execute_timeout",
-    "native_glob",
-    "native_grep",
     "native_read",
-    "parse",
-    "render",
 ]
 
-_compile: Callable[[str], Callable[[str], bool]] | None = getattr(
-    deepagents_utils, "compile_grep_include_glob", None
+FILE_ERRORS: Final[Mapping[int, str]] = MappingProxyType(
+    {
+        # errno of the core's OSError  ->  the error code of BaseSandbox's read or edit script
+        errno.ENOENT: "file_not_found",
+        errno.EACCES: "permission_denied",
+        errno.EPERM: "permission_denied",
+        errno.EISDIR: "not_a_file",
+        errno.EINVAL: "not_a_file",  # FIFO, socket or device: the core refuses to read it
+    }
 )
-_refused: type[Exception] | None = getattr(deepagents_utils, "InvalidGlobPatternError", None)
-SHARED_CONTRACT: Final = _compile is not None and _refused is not None
-"""Whether the installed deepagents has the shared glob contract (0.7.30 on)."""
-MAX_MATCHES: Final = 10_000
-TIME_BUDGET: Final = 5.0
-"""BaseSandbox's glob budgets: a walk near them is left to its own glob."""
 
 
 def _shown(path: object) -> str:
@@ -108,28 +90,10 @@ EDIT_ERRORS: Final[Mapping[str, str]] = MappingProxyType(
 )
 """`EditError.reason` -> the error code of the edit tool."""
 
-TRANSFER_ERRORS: Final[Mapping[TransferCode, FileOperationError]] = MappingProxyType(
-    {
-        # opensandbox-core's transfer code  ->  Deep Agents' FileOperationError (a failure not
-        # about the file raises, as FilesystemBackend re-raises what it cannot classify)
-        "file_not_found": FILE_NOT_FOUND,
-        "permission_denied": PERMISSION_DENIED,
-        "is_directory": IS_DIRECTORY,
-        "invalid_path": INVALID_PATH,
-        # A parent of the path is a regular file (FilesystemBackend says invalid_path too).
-        "not_a_directory": INVALID_PATH,
-    }
-)
-"""How each per-file code of the core's checked transfers is reported to Deep Agents."""
-
 
 def check_transfer_path(path: object) -> FileOperationError | None:
     """`invalid_path` for a path that must not be sent at all (the core's `sendable_path`)."""
     return None if sendable_path(path) else INVALID_PATH
-
-
-def _deep(code: TransferCode | None) -> FileOperationError | None:
-    return None if code is None else TRANSFER_ERRORS[code]
 
 
 def execute_timeout(value: object) -> float | None:
@@ -160,139 +124,22 @@ async def native_read(
     return read_result(page)
 
 
-async def native_glob(
-    session: AsyncSandboxSession, pattern: str, path: str | None
-) -> GlobResult | None:
-    """The protocol's glob (regular files under `path` matched by deepagents' public include
-    matcher, sorted, absolute) from the core's walk; None where BaseSandbox's glob answers: a
-    release before the contract, a pattern the matcher refuses, a relative root, a walk that
-    fails or comes near BaseSandbox's budgets."""
-    if not SHARED_CONTRACT or not isinstance(pattern, str) or not pattern:
-        return None
-    if not isinstance(path, str) or not path.startswith("/") or "\0" in path + pattern:
-        return None
-    assert _compile is not None and _refused is not None
-    try:
-        include = _compile(pattern)
-    except _refused:
-        return None  # BaseSandbox reports it, in its words
-    found = await match_files(
-        session, path, include, max_matches=MAX_MATCHES, time_budget=TIME_BUDGET * 0.8
-    )
-    if found is None or found.paths is None:
-        return GlobResult(matches=None, error=f"Path '{path}': {found.error}") if found else None
-    infos: list[FileInfo] = [{"path": p, "is_dir": False} for p in found.paths]
-    return GlobResult(matches=infos, truncated=False, truncation_reason=None)
-
-
-# -- grep: the core's literal grep (argv only, no shell, no python3), printing and reading
-# BaseSandbox's records. Routes and limits: docs/deepagents.md#grep.
-
-
-def render(records: Sequence[tuple[str, int, str]], max_count: int | None) -> str:
-    """The text BaseSandbox's grep command prints for these records (`max_count`: its
-    `head -n max_count+1`)."""
-    text = "".join(f"{path}\0{line}:{body}\n" for path, line, body in records)
-    if max_count is None:
-        return text
-    kept = text.split("\n")[: int(max_count) + 1]
-    return "\n".join(kept) + ("\n" if len(kept) > int(max_count) else "")
-
-
-def parse(output: str, path: str | None, max_count: int | None) -> GrepResult:
-    """BaseSandbox's reading of its grep command's output (exit status 0): a record per line,
-    a line that is not one is skipped, or is the error when no line is a record."""
-    output = output.rstrip("\n")
-    if not output:
-        return GrepResult(matches=[])
-    matches: list[GrepMatch] = []
-    unreadable: str | None = None
-    for line in output.split("\n"):
-        try:
-            name, rest = line.split("\0", 1)
-            number, body = rest.split(":", 1)
-            matches.append({"path": name, "line": int(number), "text": body})
-        except ValueError:
-            unreadable = line
-    if unreadable is not None and not matches:
-        return grep_error(path, unreadable)
-    if max_count is not None and len(matches) > max_count:
-        return GrepResult(matches=matches[:max_count], truncated=True)
-    return GrepResult(matches=matches)
-
-
-async def _python_route(
-    session: AsyncSandboxSession, pattern: str, path: str | None, glob: str, **options: Any
-) -> list[tuple[str, int, str]] | GrepResult:
-    root = path or "."
-    relative_glob = glob.lstrip("/")
-    if ".." in relative_glob.replace("\\", "/").split("/"):
-        try:
-            refused = (
-                await session.files.stat(root)
-            ).is_dir  # the script refuses it in a directory
-        except OSError:
-            refused = False
-        if refused:
-            return grep_error(path, "exit code 2")
-    return await grep_universal(session, pattern, root, relative_glob, **options)
-
-
-async def native_grep(
-    session: AsyncSandboxSession,
-    pattern: str,
-    path: str | None,
-    glob: str | None,
-    max_count: int | None,
-    exclude_dirs: Sequence[str],
-    timeout: Any,
-) -> GrepResult:
-    """BaseSandbox's `GrepResult` for this search. `timeout`: the core's (`DEFAULT`, seconds,
-    or None)."""
-    root = path or "."
-    own_name = PurePosixPath(root).name
-    excluded = tuple(name for name in exclude_dirs if name != own_name)
-    try:
-        if glob and "/" in glob:
-            records = await _python_route(
-                session, pattern, path, glob, exclude_dirs=excluded, timeout=timeout
-            )
-            if isinstance(records, GrepResult):
-                return records
-        else:
-            core = await session.files.grep(
-                pattern.split("\n"), root, glob=glob or None, exclude_dirs=excluded, timeout=timeout
-            )
-            records = [(m.path, m.line, m.text) for m in core.matches]
-    except CommandTimeoutError as exc:
-        return grep_timed_out(exc.timeout)
-    except OSError:
-        return GrepResult(matches=[])  # BaseSandbox discards grep's errors: no matches
-    return parse(render(records, max_count), path, max_count)
-
-
-class NativeFiles(BaseSandbox, SessionHandle):
+class NativeFiles(BaseSandbox, BackendHandle):
     """BaseSandbox's file operations on `self._session`, the backend's core session, which
-    keeps what they learn (page indexes, read-ahead; `_lister`: whether `ls` can quote names)."""
+    keeps what they learn (page indexes, read-ahead). Each blocking method is the `twin` of
+    its async one, run on the core's portal loop, but `glob` and `grep`, which differ."""
 
     def __init__(self, session: AsyncSandboxSession) -> None:
         self._session = session
-        self._lister = DirectoryLister(session)
-
-    def upload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
-        return self._run(self.aupload_files(files))
 
     async def aupload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
         done = await upload_checked(self._session, files)
-        return [FileUploadResponse(path=f.path, error=_deep(f.error)) for f in done]
-
-    def download_files(self, paths: list[str]) -> list[FileDownloadResponse]:
-        return self._run(self.adownload_files(paths))
+        return [FileUploadResponse(path=f.path, error=f.deep_error) for f in done]
 
     async def adownload_files(self, paths: list[str]) -> list[FileDownloadResponse]:
         done = await download_checked(self._session, paths)
         return [
-            FileDownloadResponse(path=f.path, content=f.content, error=_deep(f.error)) for f in done
+            FileDownloadResponse(path=f.path, content=f.content, error=f.deep_error) for f in done
         ]
 
     async def awrite(self, file_path: str, content: str) -> WriteResult:
@@ -306,7 +153,7 @@ class NativeFiles(BaseSandbox, SessionHandle):
             return await BaseSandbox.als(self, path)  # its script decides (or raises)
         if not path:
             return ls_result(path, None, "path_not_found")
-        listing = await self._lister.list(path)
+        listing = await list_directory(self._session, path)
         if listing is None:
             return await BaseSandbox.als(self, path)
         return ls_result(path, listing.entries, listing.error)
@@ -335,7 +182,7 @@ class NativeFiles(BaseSandbox, SessionHandle):
         return await BaseSandbox.aedit(self, file_path, old_string, new_string, replace_all)
 
     def glob(self, pattern: str, path: str | None = None) -> GlobResult:
-        result = self._run(native_glob(self._session, pattern, path))
+        result = run_blocking(native_glob(self._session, pattern, path))
         return result if result is not None else BaseSandbox.glob(self, pattern, path)
 
     async def aglob(self, pattern: str, path: str | None = None) -> GlobResult:
@@ -364,7 +211,7 @@ class NativeFiles(BaseSandbox, SessionHandle):
         max_count: int | None = None,
     ) -> GrepResult:
         excluded = self.grep_exclude_dirs
-        return self._run(
+        return run_blocking(
             native_grep(self._session, pattern, path, glob, max_count, excluded, DEFAULT)
         )
 
@@ -394,26 +241,10 @@ class NativeFiles(BaseSandbox, SessionHandle):
             return delete_error(file_path, exc.strerror or type(exc).__name__)
         return DeleteResult(path=file_path)
 
-
-def install(cls: type, name: str, method: Callable[..., Any], wrapped: Any) -> None:
-    """Define `cls.<name>` as `method`, with `wrapped`'s docstring and signature."""
-    method.__name__ = name
-    method.__qualname__ = f"{cls.__name__}.{name}"
-    method.__doc__ = wrapped.__doc__
-    method.__module__ = cls.__module__  # `inspect.getdoc` finds the protocol's docstring
-    setattr(method, "__wrapped__", wrapped)  # noqa: B010 - `inspect.signature` follows it
-    setattr(cls, name, method)
-
-
-def blocking_twin(cls: type, name: str) -> None:
-    """Define `cls.<name>` as the blocking twin of `cls.a<name>` (same signature and docs)."""
-
-    def method(self: NativeFiles, *args: Any, **kwargs: Any) -> Any:
-        return self._run(getattr(self, "a" + name)(*args, **kwargs))
-
-    install(cls, name, method, getattr(cls, "a" + name))
-
-
-for _name in ("write", "ls", "edit", "read", "delete"):
-    blocking_twin(NativeFiles, _name)
-del _name
+    upload_files = twin(aupload_files, name="upload_files", on_self=True)
+    download_files = twin(adownload_files, name="download_files", on_self=True)
+    write = twin(awrite, name="write", on_self=True)
+    ls = twin(als, name="ls", on_self=True)
+    edit = twin(aedit, name="edit", on_self=True)
+    read = twin(aread, name="read", on_self=True)
+    delete = twin(adelete, name="delete", on_self=True)

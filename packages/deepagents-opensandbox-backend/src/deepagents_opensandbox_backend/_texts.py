@@ -26,8 +26,10 @@ from deepagents.backends.protocol import (
 from deepagents.backends.sandbox import MAX_OUTPUT_BYTES, TRUNCATION_MSG
 from deepagents.backends.utils import TRUNCATION_MARKER_TEMPLATE
 
-from opensandbox_core import DirectoryEntry, LinePage
-from opensandbox_core.adapters import PreviewLayout
+from opensandbox_core import LinePage
+
+from ._listing import DirectoryEntry
+from ._run import PreviewLayout
 
 __all__ = [
     "BASE64_LIMIT",
@@ -105,7 +107,7 @@ def read_result(page: LinePage) -> ReadResult:
 
 
 def ls_result(path: str, entries: Sequence[DirectoryEntry] | None, error: str | None) -> LsResult:
-    """A core listing of `path` (`DirectoryListing`'s entries or error: the script's code,
+    """A native listing of `path` (`DirectoryListing`'s entries or error: the script's code,
     `path_not_found`, `not_a_directory` or `permission_denied`) as BaseSandbox's."""
     if error is not None or entries is None:
         return LsResult(entries=None, error=f"Path '{path}': {error or 'path_not_found'}")

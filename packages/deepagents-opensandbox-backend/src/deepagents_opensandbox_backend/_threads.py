@@ -5,6 +5,7 @@ docs/deepagents.md#threadsandboxbackend.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from deepagents.backends.sandbox import BaseSandbox
@@ -14,7 +15,6 @@ from opensandbox_core import AsyncSandboxSession, KeyedSandboxes, run_blocking
 from opensandbox_core.adapters import takes_keywords
 
 from ._backend import OpenSandboxBackend
-from ._filesystem import install
 from ._options import SEED_ORDER, ThreadOptions
 
 __all__ = [
@@ -52,6 +52,18 @@ class ForwardingBackend(BaseSandbox):
         raise NotImplementedError
 
 
+def _install(name: str, method: Callable[..., Any]) -> None:
+    """Define `ForwardingBackend.<name>` as `method`, with the docstring and signature of
+    `OpenSandboxBackend.<name>` (`inspect.getdoc` then finds the protocol's docstring)."""
+    wrapped = getattr(OpenSandboxBackend, name)
+    method.__name__ = name
+    method.__qualname__ = f"{ForwardingBackend.__name__}.{name}"
+    method.__doc__ = wrapped.__doc__
+    method.__module__ = ForwardingBackend.__module__
+    setattr(method, "__wrapped__", wrapped)  # noqa: B010 - `inspect.signature` follows it
+    setattr(ForwardingBackend, name, method)
+
+
 def _forward(name: str) -> None:
     """Define the blocking and async forwarders of the operation `name`."""
 
@@ -61,8 +73,8 @@ def _forward(name: str) -> None:
     async def aforward(self: ForwardingBackend, *args: Any, **kwargs: Any) -> Any:
         return await getattr(await self._acurrent(), "a" + name)(*args, **kwargs)
 
-    for method, target in ((forward, name), (aforward, "a" + name)):
-        install(ForwardingBackend, target, method, getattr(OpenSandboxBackend, target))
+    _install(name, forward)  # the blocking one reads LangGraph's context in the caller's thread
+    _install("a" + name, aforward)
 
 
 for _operation in OPERATIONS:

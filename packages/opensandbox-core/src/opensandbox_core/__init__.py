@@ -11,7 +11,6 @@ The connection comes from `OPEN_SANDBOX_DOMAIN` and `OPEN_SANDBOX_API_KEY` unles
 given. See `docs/core.md` for the guide.
 """
 
-from ._agent._listing import DirectoryEntry, DirectoryLister, DirectoryListing
 from ._commands._background import BackgroundProcess, OutputChunk, ProcessStatus
 from ._commands._facet import Commands
 from ._commands._offload import OffloadedRun
@@ -103,9 +102,6 @@ __all__ = [
     "ConfigurationError",
     "Connection",
     "CreateGuard",
-    "DirectoryEntry",
-    "DirectoryLister",
-    "DirectoryListing",
     "DirectoryUpload",
     "EditError",
     "EgressRule",

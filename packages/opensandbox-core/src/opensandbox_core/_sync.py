@@ -75,7 +75,10 @@ def _iterate(agen: AsyncIterator[T]) -> Iterator[T]:
 
 @overload
 def twin(
-    method: Callable[Concatenate[A, P], AsyncIterator[T]], *, name: str | None = ...
+    method: Callable[Concatenate[A, P], AsyncIterator[T]],
+    *,
+    name: str | None = ...,
+    on_self: bool = ...,
 ) -> Callable[Concatenate[Any, P], Iterator[T]]: ...
 @overload
 def twin(
@@ -83,6 +86,7 @@ def twin(
     *,
     name: str | None = ...,
     doc: str | None = ...,
+    on_self: bool = ...,
 ) -> Callable[Concatenate[Any, P], T]: ...
 @overload
 def twin(
@@ -96,22 +100,26 @@ def twin(
     wrap: Callable[[Any], Any] | None = None,
     name: str | None = None,
     doc: str | None = None,
+    on_self: bool = False,
 ) -> Callable[..., Any]:
     """The blocking twin of `method`, an async method of the class whose instance the twin's
-    owner keeps as `_async` (see the module docstring). `name` renames it (`aclose` ->
-    `close`); `doc` replaces its docstring."""
+    owner keeps as `_async` (see the module docstring), or, with `on_self=True`, of the twin's
+    own class (an adapter's `write = twin(awrite, name="write", on_self=True)`). `name` renames
+    it (`aclose` -> `close`); `doc` replaces its docstring."""
     attribute = method.__name__
     iterates = inspect.isasyncgenfunction(method)
 
     @functools.wraps(method)
     def blocking(self: Any, /, *args: Any, **kwargs: Any) -> Any:
-        result = getattr(self._async, attribute)(*args, **kwargs)
+        result = getattr(self if on_self else self._async, attribute)(*args, **kwargs)
         if iterates:
             return _iterate(result)
         value = portal.run(_awaited(result))
         return value if wrap is None else wrap(value)
 
-    blocking.__name__ = name or attribute
+    if name is not None:
+        blocking.__name__ = name
+        blocking.__qualname__ = f"{method.__qualname__.rpartition('.')[0]}.{name}".lstrip(".")
     if doc is not None:
         blocking.__doc__ = doc
     return blocking

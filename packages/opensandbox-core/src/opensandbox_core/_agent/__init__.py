@@ -1,1 +1,2 @@
-"""Framework-neutral file and command tools for agent loops, built on a session (no framework)."""
+"""The neutral building blocks of a framework adapter (`opensandbox_core.adapters`): keyword
+tables, provisioning, terminal tools per scope. A framework's own semantics live in its adapter."""

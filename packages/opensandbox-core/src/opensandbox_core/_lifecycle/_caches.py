@@ -4,13 +4,13 @@ destroyed sandbox from every one of them.
 What is cached is a verdict about one sandbox, learnt with a request or a command: the output
 framing of its execd, its canonical working directory, where execd keeps each command's raw
 output (`_reach`, the probe), what its execd's file API offers (`_files._filesystem`), whether
-its tools are GNU's (`_files._portable`), whether its `ls` quotes names (`_agent._listing`). Each is
-the same for every session on that sandbox, in every event loop and thread, and does not change
-while the sandbox lives, so it is learnt once per process instead of once per session. A key
-starts with (domain, sandbox id): the server's address and the id it gave, which it never gives
-to another sandbox, so an entry can only go stale once its sandbox is gone; the session that
-destroys it calls `forget`. An entry for a sandbox destroyed elsewhere stays until the process
-ends (a few bytes; nothing asks for that sandbox again but to learn that it is gone).
+its tools are GNU's (`_files._portable`). Each is the same for every session on that sandbox,
+in every event loop and thread, and does not change while the sandbox lives, so it is learnt
+once per process instead of once per session. A key starts with (domain, sandbox id): the
+server's address and the id it gave, which it never gives to another sandbox, so an entry can
+only go stale once its sandbox is gone; the session that destroys it calls `forget`. An entry
+for a sandbox destroyed elsewhere stays until the process ends (a few bytes; nothing asks for
+that sandbox again but to learn that it is gone).
 
 These caches and `_commands._output.WARNED_REBUILT` are the core's only process-wide mutable
 state (`tests/unit/core/test_import_graph.py` keeps it so).

@@ -1,25 +1,39 @@
-"""Batch uploads and downloads as an agent's file tools report them: each path checked before
-anything is sent, the sendable ones in one core batch, one outcome per file in the caller's
-order, each failure classified as a code about that file; a failure that is not about the file
-(the sandbox is gone, the server failed) raises. The adapters translate the codes."""
+"""Batch uploads and downloads as Deep Agents' file tools report them: each path checked before
+anything is sent, the sendable ones in one batch of the core's `session.files`, one outcome per
+file in the caller's order, each failure a code about that file (`TRANSFER_ERRORS` gives its
+`FileOperationError`); a failure that is not about the file (the sandbox is gone, the server
+failed) raises, as `FilesystemBackend` re-raises what it cannot classify. Also which paths and
+strings execd's file API takes as they are (pure)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import errno
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Final, Literal, cast, get_args
 
-from opensandbox_core import _validate
-from opensandbox_core._session import AsyncSandboxSession
-from opensandbox_core._types import TransferResult
+from deepagents.backends.protocol import (
+    FILE_NOT_FOUND,
+    INVALID_PATH,
+    IS_DIRECTORY,
+    PERMISSION_DENIED,
+    FileOperationError,
+)
 
-from ._paths import TRANSFER_ERRNOS, sendable_path
+from opensandbox_core import AsyncSandboxSession, TransferResult
+from opensandbox_core import validation as _validate
 
 __all__ = [
     "TRANSFER_CODES",
+    "TRANSFER_ERRNOS",
+    "TRANSFER_ERRORS",
     "CheckedTransfer",
     "TransferCode",
     "download_checked",
+    "execd_editable",
+    "is_utf8",
+    "sendable_path",
     "transfer_code",
     "upload_checked",
 ]
@@ -27,8 +41,62 @@ __all__ = [
 TransferCode = Literal[
     "file_not_found", "permission_denied", "is_directory", "not_a_directory", "invalid_path"
 ]
-"""What went wrong with one file of a batch (`transfer_code`)."""
+"""What went wrong with one file of a batch (`transfer_code`); the core's `TransferResult.error`
+uses the same words where it knows them."""
 TRANSFER_CODES: Final[frozenset[str]] = frozenset(get_args(TransferCode))
+
+TRANSFER_ERRNOS: Final[Mapping[int, TransferCode]] = MappingProxyType(
+    {
+        # Path-level failures the core reports as a plain OSError (`TransferResult.error ==
+        # "error"`)  ->  the code of the file operation.
+        errno.ELOOP: "invalid_path",
+        errno.ENAMETOOLONG: "invalid_path",
+        errno.EINVAL: "invalid_path",  # e.g. a FIFO or device where a regular file is expected
+        errno.EEXIST: "invalid_path",
+        errno.EROFS: "permission_denied",
+        # A special file the core read like `cat` and could not give whole: a FIFO without a
+        # writer (ETIMEDOUT), a device without an end (EFBIG), /proc/self/mem (EIO), a socket (ENXIO).
+        errno.ETIMEDOUT: "invalid_path",
+        errno.EFBIG: "invalid_path",
+        errno.EIO: "invalid_path",
+        errno.ENXIO: "invalid_path",
+    }
+)
+
+TRANSFER_ERRORS: Final[Mapping[TransferCode, FileOperationError]] = MappingProxyType(
+    {
+        "file_not_found": FILE_NOT_FOUND,
+        "permission_denied": PERMISSION_DENIED,
+        "is_directory": IS_DIRECTORY,
+        "invalid_path": INVALID_PATH,
+        # A parent of the path is a regular file (FilesystemBackend says invalid_path too).
+        "not_a_directory": INVALID_PATH,
+    }
+)
+"""How each per-file code is reported to Deep Agents."""
+
+
+def is_utf8(text: str) -> bool:
+    """Whether `text` can be encoded as UTF-8 (no lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def sendable_path(path: object) -> bool:
+    """Whether `path` may be sent to execd at all: an absolute string, no NUL byte, UTF-8."""
+    if not isinstance(path, str) or not path.startswith("/") or "\0" in path:
+        return False
+    return is_utf8(path)
+
+
+def execd_editable(file_path: object, old: str, new: str) -> bool:
+    """Whether execd's replace takes this path as it is (no `$`, no `..`) and the strings."""
+    if not sendable_path(file_path) or "$" in str(file_path):
+        return False
+    return ".." not in str(file_path).split("/") and is_utf8(old) and is_utf8(new)
 
 
 @dataclass(frozen=True)
@@ -39,6 +107,11 @@ class CheckedTransfer:
     path: str
     error: TransferCode | None = None
     content: bytes | None = field(default=None, repr=False)
+
+    @property
+    def deep_error(self) -> FileOperationError | None:
+        """The error as Deep Agents reports it (`TRANSFER_ERRORS`)."""
+        return None if self.error is None else TRANSFER_ERRORS[self.error]
 
 
 def transfer_code(result: TransferResult) -> TransferCode | None:
@@ -51,7 +124,7 @@ def transfer_code(result: TransferResult) -> TransferCode | None:
         return cast(TransferCode, result.error)
     exc = result.exception
     if isinstance(exc, OSError) and exc.errno is not None and exc.errno in TRANSFER_ERRNOS:
-        return cast(TransferCode, TRANSFER_ERRNOS[exc.errno])
+        return TRANSFER_ERRNOS[exc.errno]
     if exc is not None:
         raise exc
     raise RuntimeError(f"Transfer of {result.path!r} failed without a reason ({result.error}).")

@@ -1,11 +1,12 @@
-"""`DirectoryLister`: a directory's entries in directory order, from one argv command.
+"""BaseSandbox's `ls` natively: a directory's entries as Python's `os.scandir` gives them
+(directory order, `is_dir` not following symlinks, names decoded as UTF-8 with
+`surrogateescape`), from one argv command on `session.commands`, without python3 in the image.
 
-The entries are what Python's `os.scandir` gives (directory order, `is_dir` not following
-symlinks, names decoded as UTF-8 with `surrogateescape`), without python3 in the image:
-`ls -f -p --quoting-style=escape -- PATH/` (GNU coreutils, names in C escapes, so the output
-is plain ASCII lines), or where `ls` lacks that option (busybox; learnt once per sandbox)
-`FIND_LISTING`: two `find -mindepth 1 -maxdepth 1` walks, NUL-separated and base64-encoded.
-Why this and not execd's `/directories/list`: docs/deepagents.md#ls.
+`LISTING` runs `ls -f -p --quoting-style=escape -- PATH/` (GNU coreutils: names in C escapes,
+so the output is plain ASCII lines) where the sandbox's `ls` takes those options, else
+`FIND_LISTING` (busybox): two `find -mindepth 1 -maxdepth 1` walks, NUL-separated and
+base64-encoded. Its first line says which one answered, so nothing is remembered between calls.
+Why this and not the core's `files.list_dir` (sorted, symlinks followed): docs/deepagents.md#ls.
 """
 
 from __future__ import annotations
@@ -17,33 +18,22 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-from opensandbox_core._lifecycle._caches import SandboxCache
-
-if TYPE_CHECKING:
-    from opensandbox_core._session import AsyncSandboxSession
+from opensandbox_core import AsyncSandboxSession
 
 __all__ = [
-    "C_LOCALE",
     "FIND_LISTING",
-    "PATH_ERRORS",
+    "LISTING",
     "DirectoryEntry",
-    "DirectoryLister",
     "DirectoryListing",
+    "list_directory",
     "ls_argv",
     "parse_find_listing",
+    "parse_listing",
     "parse_ls",
-    "path_error",
-    "quoting_style_cache",
     "unescape_name",
 ]
-
-quoting_style_cache: SandboxCache[tuple[str, str], bool] = SandboxCache(
-    "whether each sandbox's `ls` has --quoting-style (False: busybox's, which has not)"
-)
-"""True: the sandbox's `ls` takes `ls_argv`; False: it said it has no `--quoting-style`, and its
-listings are `FIND_LISTING`'s. Learnt at the sandbox's first listing, for every session on it."""
 
 PATH_ERRORS: Final[Mapping[str, str]] = MappingProxyType(
     {
@@ -56,13 +46,8 @@ PATH_ERRORS: Final[Mapping[str, str]] = MappingProxyType(
 UNSUPPORTED: Final = ("unrecognized option", "invalid option")
 """What an `ls` without `-f` or `--quoting-style` says (busybox: "invalid option -- 'f'")."""
 C_LOCALE: Final[Mapping[str, str]] = MappingProxyType({"LC_ALL": "C"})
-"""The environment of the commands whose messages are matched (`PATH_ERRORS`)."""
-
-
-def unsupported(stderr: str) -> bool:
-    """Whether `ls` said it lacks an option of `ls_argv` (`UNSUPPORTED`)."""
-    return any(text in stderr for text in UNSUPPORTED)
-
+"""The environment of the listing, whose messages are matched (`PATH_ERRORS`)."""
+_LS_OPTIONS: Final = "-f -p --quoting-style=escape"
 
 FIND_LISTING: Final = (
     # dash's `cd` does not say why it failed: `find` names the errno `scandir` would get
@@ -73,6 +58,13 @@ FIND_LISTING: Final = (
     "find . -mindepth 1 -maxdepth 1 -type d -print0 | base64"
 )
 """The listing where `ls` has no `--quoting-style` (busybox): every entry, `=`, the directories."""
+
+LISTING: Final = (
+    f"if ls {_LS_OPTIONS} -d / >/dev/null 2>&1; then "
+    f'echo ls; exec ls {_LS_OPTIONS} -- "$1/"; fi; echo find; {FIND_LISTING}'
+)
+"""`sh -c LISTING ls PATH`: `ls` then `ls_argv(PATH)`'s output where `ls` takes its options,
+else `find` then `FIND_LISTING`'s."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +86,7 @@ class DirectoryListing:
     error: str | None = None
 
 
-def path_error(message: str) -> str | None:
+def _path_error(message: str) -> str | None:
     """The error code (`PATH_ERRORS`) of a command's message that ends with a known strerror."""
     for text, code in PATH_ERRORS.items():
         if message.endswith(text):
@@ -103,7 +95,8 @@ def path_error(message: str) -> str | None:
 
 
 def ls_argv(path: str) -> list[str]:
-    return ["ls", "-f", "-p", "--quoting-style=escape", "--", path + "/"]
+    """The `ls` of `LISTING` on its own (GNU coreutils)."""
+    return ["ls", *_LS_OPTIONS.split(), "--", path + "/"]
 
 
 _ESCAPE: Final = re.compile(rb"\\([0-7]{3}|.)", re.DOTALL)
@@ -155,9 +148,9 @@ def _failed(path: str, code: str | None) -> DirectoryListing | None:
 def parse_ls(path: str, exit_code: int | None, stdout: str, stderr: str) -> DirectoryListing | None:
     """The listing from `ls_argv(path)`'s outcome; None where it cannot tell."""
     if exit_code != 0:
-        if unsupported(stderr):
+        if any(text in stderr for text in UNSUPPORTED):
             return None
-        code = path_error(stderr.strip())
+        code = _path_error(stderr.strip())
         if code is not None or stdout:
             return _failed(path, code)  # a listing and an error: cannot tell
         return DirectoryListing(path, ())  # another failure: no entries (as `scandir` in a script)
@@ -180,7 +173,7 @@ def parse_find_listing(
 ) -> DirectoryListing | None:
     """The listing from `FIND_LISTING`'s outcome; None where it cannot tell."""
     if exit_code == 3 or stderr.strip():  # `cd` or `find` could not read the directory
-        return _failed(path, path_error(stderr.strip()))
+        return _failed(path, _path_error(stderr.strip()))
     lines = stdout.split("\n")
     if exit_code != 0 or "=" not in lines or not stdout.isascii():
         return None
@@ -200,42 +193,25 @@ def parse_find_listing(
     return DirectoryListing(path, entries)
 
 
-class DirectoryLister:
-    """Lists directories of one session's sandbox; whether its `ls` has `--quoting-style` is
-    asked once per sandbox (`quoting_style_cache`). Construction does no I/O."""
+def parse_listing(
+    path: str, exit_code: int | None, stdout: str, stderr: str
+) -> DirectoryListing | None:
+    """The listing from `LISTING`'s outcome (the route its first line names); None where it
+    cannot tell."""
+    route, _, rest = stdout.partition("\n")
+    if route == "ls":
+        return parse_ls(path, exit_code, rest, stderr)
+    if route == "find":
+        return parse_find_listing(path, exit_code, rest, stderr)
+    return None
 
-    def __init__(self, session: AsyncSandboxSession) -> None:
-        self.session = session
 
-    def _sandbox(self) -> tuple[str, str] | None:
-        sandbox_id = self.session.id
-        if sandbox_id is None:  # not started yet: nothing learnt
-            return None
-        return (self.session.connection.resolved_domain(), sandbox_id)
-
-    @property
-    def quoting_style(self) -> bool:
-        """False once the sandbox's `ls` said it has no `--quoting-style` (busybox)."""
-        key = self._sandbox()
-        return key is None or quoting_style_cache.get(key, True)
-
-    async def list(self, path: str) -> DirectoryListing | None:
-        """The entries of the directory `path` (absolute; a symlink to a directory is
-        followed), or its error; None where the output could not be read exactly (a name
-        escaped in a way not known here, a cut output)."""
-        if self.quoting_style:
-            result = await self.session.commands.run(ls_argv(path), env=C_LOCALE, plain_lines=True)
-            if result.truncated:
-                return None
-            parsed = parse_ls(path, result.exit_code, result.stdout, result.stderr)
-            supported = parsed is not None or not unsupported(result.stderr)
-            key = self._sandbox()
-            if key is not None:  # always, once a command ran
-                quoting_style_cache[key] = supported
-            if supported:
-                return parsed
-        argv = ["sh", "-c", FIND_LISTING, "ls", path]
-        result = await self.session.commands.run(argv, env=C_LOCALE, plain_lines=True)
-        if result.truncated:
-            return None
-        return parse_find_listing(path, result.exit_code, result.stdout, result.stderr)
+async def list_directory(session: AsyncSandboxSession, path: str) -> DirectoryListing | None:
+    """The entries of the directory `path` (absolute; a symlink to a directory is followed),
+    or its error; None where the output could not be read exactly (a name escaped in a way
+    not known here, a cut output)."""
+    argv = ["sh", "-c", LISTING, "ls", path]
+    result = await session.commands.run(argv, env=C_LOCALE, plain_lines=True)
+    if result.truncated:
+        return None
+    return parse_listing(path, result.exit_code, result.stdout, result.stderr)
