@@ -1,5 +1,5 @@
 """`ls` where the sandbox's `ls` has no `--quoting-style` (busybox's): the `find` listing
-(`_tools.FIND_LISTING`) must give BaseSandbox's own answer (its `python3` `os.scandir` script) on
+(`_listing.FIND_LISTING`) must give BaseSandbox's own answer (its `python3` `os.scandir` script) on
 the same live sandbox, for the hostile tree of `test_native_tools.py`, sync and async.
 
 The sandbox is the Debian testbed image with an `ls` first on PATH that refuses the option
@@ -15,6 +15,7 @@ from deepagents.backends.sandbox import BaseSandbox
 from test_native_tools import HOSTILE_NAMES, LS_PATHS, ROOT, SETUP
 
 from deepagents_opensandbox_backend import OpenSandboxBackend
+from deepagents_opensandbox_backend._listing import LISTING
 from opensandbox_core import run_blocking
 
 BUSYBOX_LS = """#!/bin/sh
@@ -43,7 +44,8 @@ def test_find_listing_matches_base_sandbox(busybox_ls_backend: OpenSandboxBacken
     backend = busybox_ls_backend
     for path in LS_PATHS:
         assert backend.ls(path) == BaseSandbox.ls(backend, path), path
-    assert backend._lister.quoting_style is False  # learnt once: the `find` listing answered
+    done = run_blocking(backend.session.commands.run(["sh", "-c", LISTING, "ls", ROOT]))
+    assert done.stdout.startswith("find\n")  # the `find` listing answered
     listed = backend.ls(f"{ROOT}/dir")
     assert listed.error is None and len(listed.entries or []) > 20
 

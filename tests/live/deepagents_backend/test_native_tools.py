@@ -16,10 +16,10 @@ from deepagents.backends.protocol import WriteResult
 from deepagents.backends.sandbox import BaseSandbox
 
 from deepagents_opensandbox_backend import DEFAULT_IMAGE, OpenSandboxBackend
-from deepagents_opensandbox_backend._filesystem import native_glob, native_read
+from deepagents_opensandbox_backend._filesystem import native_read
+from deepagents_opensandbox_backend._listing import DirectoryEntry, list_directory
+from deepagents_opensandbox_backend._search import native_glob
 from opensandbox_core import (
-    DirectoryEntry,
-    DirectoryLister,
     EditError,
     NotTextError,
     SandboxSpec,
@@ -298,9 +298,9 @@ def test_the_native_paths_answer_without_the_scripts(tools_backend: OpenSandboxB
     run_blocking(session.files.write_bytes(path, b"alpha beta\n"))
     assert run_blocking(session.files.edit(path, "beta", "gamma")) == 1
     assert run_blocking(session.files.read_bytes(path)) == b"alpha gamma\n"
-    listed = run_blocking(DirectoryLister(session).list(f"{ROOT}/native"))
+    listed = run_blocking(list_directory(session, f"{ROOT}/native"))
     assert listed is not None and listed.entries == (DirectoryEntry(path, False),)
-    hostile = run_blocking(DirectoryLister(session).list(f"{ROOT}/dir"))
+    hostile = run_blocking(list_directory(session, f"{ROOT}/dir"))
     assert hostile is not None and hostile.entries is not None
     assert {*HOSTILE_NAMES, NON_UTF8_NAME} <= {e.path[len(ROOT) + 5 :] for e in hostile.entries}
     big = f"{ROOT}/native/big.txt"

@@ -1,9 +1,9 @@
 """Where the Deep Agents adapter keeps what it learns: in the core, never in the adapter.
 
 What a backend learns about its sandbox lives in the core: the line indexes of paged files on the
-backend's session (they die with it), whether `ls` can list natively in the core's per-sandbox
-verdict cache (forgotten when the sandbox is destroyed). No module of the adapter holds mutable
-state, so a thread backend can build a backend per call and lose nothing.
+backend's session (they die with it). Which `ls` a sandbox has is decided inside each listing
+command, so nothing is learnt. No module of the adapter holds mutable state, so a thread backend
+can build a backend per call and lose nothing.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import base64
 import functools
 import importlib
 import pkgutil
-import uuid
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -22,16 +21,13 @@ from unit.core._page_files import PageFiles, lines
 
 import deepagents_opensandbox_backend
 from deepagents_opensandbox_backend import OpenSandboxBackend
-from opensandbox_core import (
-    AsyncSandboxSession,
-    CommandResult,
-    Connection,
+from deepagents_opensandbox_backend._listing import (
+    LISTING,
     DirectoryEntry,
-    DirectoryLister,
     DirectoryListing,
-    SandboxSpec,
+    list_directory,
 )
-from opensandbox_core._lifecycle import _caches
+from opensandbox_core import AsyncSandboxSession, CommandResult, Connection, SandboxSpec
 
 MIB = 1024 * 1024
 
@@ -66,54 +62,34 @@ def test_no_module_of_the_adapter_holds_mutable_state() -> None:
     assert held == []
 
 
-class _Connection:
-    def resolved_domain(self) -> str:
-        return "busybox.test:8080"
+class _BusyboxSession:
+    """A session whose `ls` has no `--quoting-style`, recording the commands run: the listing
+    command answers with the `find` route (two entries)."""
 
-
-class _BusyboxLs:
-    """A session whose `ls` has no `--quoting-style`, recording the commands run; the
-    `FIND_LISTING` fallback lists two entries."""
-
-    def __init__(self, sandbox_id: str) -> None:
-        self.runs: list[str] = []
-        self.id = sandbox_id
-        self.connection = _Connection()
+    def __init__(self) -> None:
+        self.runs: list[Sequence[str]] = []
         self.commands = self  # `session.commands.run`
 
     async def run(
         self, command: Sequence[str], *, env: Mapping[str, str], plain_lines: bool
     ) -> CommandResult:
-        self.runs.append(command[0])
-        if command[0] == "ls":
-            return CommandResult(1, "", "ls: unrecognized option: quoting-style=escape\n")
+        self.runs.append(command)
         every = base64.b64encode(b"./a\0./d\0").decode()
         dirs = base64.b64encode(b"./d\0").decode()
-        return CommandResult(0, f"{every}\n=\n{dirs}\n", "")
+        return CommandResult(0, f"find\n{every}\n=\n{dirs}\n", "")
 
 
-def test_an_ls_without_quoting_style_is_asked_once_per_sandbox() -> None:
-    sandbox_id = f"sandbox-{uuid.uuid4().hex[:8]}"
-    session: Any = _BusyboxLs(sandbox_id)
-    lister = DirectoryLister(session)
-    assert lister.quoting_style is True  # nothing learnt yet
+def test_a_listing_is_one_command_and_nothing_is_remembered() -> None:
+    """Which `ls` the sandbox has is decided inside the one listing command (its first line
+    names the route), so a backend built per call loses nothing and asks nothing twice."""
+    session: Any = _BusyboxSession()
 
     async def listings() -> list[object]:
-        return [await lister.list("/d") for _ in range(3)]
+        return [await list_directory(session, "/d") for _ in range(3)]
 
     listing = DirectoryListing("/d", (DirectoryEntry("/d/a", False), DirectoryEntry("/d/d", True)))
-    assert asyncio.run(listings()) == [listing] * 3  # listed by `find`, not the script
-    assert session.runs == ["ls", "sh", "sh", "sh"] and lister.quoting_style is False
-    # Another backend's lister, even on another session of the same sandbox, knows it too.
-    other: Any = _BusyboxLs(sandbox_id)
-    assert asyncio.run(DirectoryLister(other).list("/d")) == listing
-    assert other.runs == ["sh"]
-    # A lister on another sandbox asks for itself.
-    elsewhere: Any = _BusyboxLs(f"{sandbox_id}-2")
-    assert asyncio.run(DirectoryLister(elsewhere).list("/d")) == listing
-    assert elsewhere.runs == ["ls", "sh"]
-    _caches.forget("busybox.test:8080", sandbox_id)  # as destroying the sandbox does
-    assert DirectoryLister(other).quoting_style is True
+    assert asyncio.run(listings()) == [listing] * 3
+    assert session.runs == [["sh", "-c", LISTING, "ls", "/d"]] * 3
 
 
 def _backend(files: PageFiles) -> OpenSandboxBackend:

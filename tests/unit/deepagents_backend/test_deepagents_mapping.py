@@ -15,10 +15,12 @@ from deepagents.backends.protocol import FileOperationError
 
 import deepagents_opensandbox_backend
 from deepagents_opensandbox_backend import InsecureSandboxWarning, OpenSandboxBackend
-from deepagents_opensandbox_backend._filesystem import (
+from deepagents_opensandbox_backend._filesystem import check_transfer_path, execute_timeout
+from deepagents_opensandbox_backend._transfers import (
+    TRANSFER_CODES,
+    TRANSFER_ERRNOS,
     TRANSFER_ERRORS,
-    check_transfer_path,
-    execute_timeout,
+    transfer_code,
 )
 from opensandbox_core import (
     AsyncSandboxSession,
@@ -30,7 +32,6 @@ from opensandbox_core import (
     ServerError,
     TransferResult,
 )
-from opensandbox_core.adapters import TRANSFER_CODES, TRANSFER_ERRNOS, transfer_code
 from opensandbox_core.testing import FakeOpenSandbox
 from opensandbox_core.validation import idle_lifetime
 

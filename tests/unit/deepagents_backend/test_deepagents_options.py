@@ -13,9 +13,9 @@ import pytest
 
 from deepagents_opensandbox_backend import DEFAULT_IMAGE, OpenSandboxBackend, ThreadSandboxBackend
 from deepagents_opensandbox_backend._options import AttachOptions, SandboxOptions, ThreadOptions
+from deepagents_opensandbox_backend._run import combined_output
 from opensandbox_core import ConfigurationError, EgressRule, NetworkPolicy, SandboxSpec, Volume
 from opensandbox_core._files._upload import upload_directory
-from opensandbox_core.adapters import combined_output
 from opensandbox_core.metadata import ADAPTER_KEY
 
 pytestmark = pytest.mark.filterwarnings("ignore::opensandbox_core.InsecureSandboxWarning")

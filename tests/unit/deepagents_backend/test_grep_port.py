@@ -22,7 +22,7 @@ import pytest
 from _local_sandbox import LocalSandbox
 from deepagents.backends.sandbox import BaseSandbox
 
-from deepagents_opensandbox_backend._filesystem import native_grep
+from deepagents_opensandbox_backend._search import native_grep
 from opensandbox_core import CommandResult, FileInfo, GrepResult, decode_output, run_blocking
 from opensandbox_core._files._grep import grep as core_grep
 

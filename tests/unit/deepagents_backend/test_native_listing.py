@@ -17,19 +17,21 @@ from pathlib import Path
 import pytest
 from deepagents.backends.protocol import LsResult
 
-from deepagents_opensandbox_backend._texts import ls_result
-from opensandbox_core import DirectoryListing
-from opensandbox_core.adapters import (
+from deepagents_opensandbox_backend._listing import (
     FIND_LISTING,
+    LISTING,
+    DirectoryListing,
     ls_argv,
     parse_find_listing,
+    parse_listing,
     parse_ls,
     unescape_name,
 )
+from deepagents_opensandbox_backend._texts import ls_result
 
 
 def _as_ls(listing: DirectoryListing | None) -> LsResult | None:
-    """The core's listing as the Deep Agents backend reports it."""
+    """A native listing as the Deep Agents backend reports it."""
     return None if listing is None else ls_result(listing.path, listing.entries, listing.error)
 
 
@@ -146,3 +148,44 @@ def test_unescape_refuses_what_it_does_not_know() -> None:
     assert unescape_name(r"bad\377") == "bad\udcff"
     assert unescape_name(r"odd\q") is None  # not an escape `ls` prints: the script answers
     assert unescape_name("é") is None  # `ls` in the C locale never prints this raw
+
+
+REFUSING_LS = """#!/bin/sh
+for a; do case $a in --quoting-style=*) echo "ls: unrecognized option: ${a#--}" >&2; exit 1;; esac; done
+exec /bin/ls "$@"
+"""
+
+
+@needs_gnu
+@pytest.mark.parametrize("ls", ["gnu", "without-quoting-style"])
+def test_the_listing_command_picks_its_route_itself(tree: Path, tmp_path: Path, ls: str) -> None:
+    """`LISTING` lists with `ls` where it takes `--quoting-style`, else with `find` (an `ls`
+    that refuses the option as busybox's does comes first on PATH); its first line names the
+    route, and either way the entries are `os.scandir`'s."""
+    path = _C["PATH"]
+    if ls != "gnu":
+        bin_dir = tmp_path / "refusing-bin"
+        bin_dir.mkdir()
+        (bin_dir / "ls").write_text(REFUSING_LS)
+        (bin_dir / "ls").chmod(0o755)
+        path = f"{bin_dir}:{path}"
+
+    def listing(target: str) -> tuple[str, DirectoryListing | None]:
+        done = subprocess.run(
+            ["sh", "-c", LISTING, "ls", target],
+            capture_output=True,
+            env={**_C, "PATH": path},
+            check=False,
+        )
+        out, err = done.stdout.decode(), done.stderr.decode()
+        return out.partition("\n")[0], parse_listing(target, done.returncode, out, err)
+
+    route, listed = listing(str(tree))
+    assert route == ("ls" if ls == "gnu" else "find")
+    expected = [
+        {"path": os.path.join(str(tree), e.name), "is_dir": e.is_dir(follow_symlinks=False)}
+        for e in os.scandir(str(tree))
+    ]
+    assert _as_ls(listed) == LsResult(entries=expected)
+    missing = str(tmp_path / "none")
+    assert listing(missing)[1] == DirectoryListing(missing, None, "path_not_found")

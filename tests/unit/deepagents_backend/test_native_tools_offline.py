@@ -11,15 +11,15 @@ from deepagents.backends.protocol import LsResult
 from deepagents.backends.sandbox import BaseSandbox
 
 from deepagents_opensandbox_backend._filesystem import EDIT_ERRORS
+from deepagents_opensandbox_backend._listing import ls_argv
+from deepagents_opensandbox_backend._listing import parse_ls as parse_listing_ls
 from deepagents_opensandbox_backend._texts import edit_error, ls_result
-from opensandbox_core import adapters
 from opensandbox_core._files._edit import choose_replacement
-from opensandbox_core.adapters import ls_argv
 
 
 def parse_ls(path: str, code: int, out: str, err: str) -> LsResult | None:
     """The core's parse, as the Deep Agents backend reports it."""
-    listing = adapters.parse_ls(path, code, out, err)
+    listing = parse_listing_ls(path, code, out, err)
     return None if listing is None else ls_result(listing.path, listing.entries, listing.error)
 
 

@@ -19,12 +19,11 @@ from _local_sandbox import LocalSandbox
 from deepagents.backends.protocol import ExecuteOffloadResult
 from deepagents.backends.sandbox import BaseSandbox
 
-from deepagents_opensandbox_backend._backend import offload_result
+from deepagents_opensandbox_backend._run import head_lines, offload_view, tail_lines
 from deepagents_opensandbox_backend._texts import OFFLOAD_PREVIEW
 from opensandbox_core import OffloadedRun, decode_output
 from opensandbox_core._commands._capture import CAPTURE_ENV
 from opensandbox_core._commands._offload import _SCRIPT, OFFLOAD_ENV
-from opensandbox_core.adapters import head_lines, offload_view, tail_lines
 
 MARKER = re.compile(r"osb-offload: (-?[0-9]+) +([0-9]+) +([0-9]+)\n")
 
@@ -51,7 +50,7 @@ def core_offload(command: str, path: Path, *, inline: int, cap: int) -> ExecuteO
     else:
         head, tail = data[: OFFLOAD_PREVIEW.read_bytes], data[-OFFLOAD_PREVIEW.read_bytes :]
         run = OffloadedRun(exit_code, str(path), size, size >= cap, lines, None, head, tail)
-    return offload_result(offload_view(run, OFFLOAD_PREVIEW))
+    return offload_view(run, OFFLOAD_PREVIEW)
 
 
 # (command, max_inline_bytes, max_capture_bytes)

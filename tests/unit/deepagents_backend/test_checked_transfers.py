@@ -1,4 +1,4 @@
-"""`upload_checked`, `download_checked` and `transfer_code` (opensandbox_core.adapters).
+"""`upload_checked`, `download_checked` and `transfer_code` (the Deep Agents backend's batches).
 
 Two kinds of test: a recording stand-in for the session's two batch methods (what is sent, in
 how many batches, and how the answers are put back in the caller's order), and the offline
@@ -15,21 +15,21 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from test_files_offline import Offline, _session
+from unit.core.test_files_offline import Offline, _session
 
-from opensandbox_core import (
-    AsyncSandboxSession,
-    SandboxUnavailableError,
-    ServerError,
-    TransferResult,
-)
-from opensandbox_core.adapters import (
+from deepagents_opensandbox_backend._transfers import (
     TRANSFER_CODES,
     TRANSFER_ERRNOS,
     CheckedTransfer,
     download_checked,
     transfer_code,
     upload_checked,
+)
+from opensandbox_core import (
+    AsyncSandboxSession,
+    SandboxUnavailableError,
+    ServerError,
+    TransferResult,
 )
 
 
