@@ -80,6 +80,7 @@ class LocalFiles:
 
     def __init__(self) -> None:
         self._lines = LineReader(self)
+        self.files = self  # the session's `files` facet, as `native_read` reaches it
 
     async def stat(self, path: str) -> FileInfo:
         st = os.stat(path)

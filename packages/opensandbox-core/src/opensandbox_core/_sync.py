@@ -8,7 +8,9 @@ coroutine or any awaitable is awaited there, an async iterator is stepped there 
 iterator; leaving the loop early closes it), and `wrap=` turns a returned async handle into its
 blocking one. A twin takes the method's parameters (for mypy through `ParamSpec`, for
 `inspect.signature` and `help()` through `__wrapped__`) and its docstring, so it cannot drift
-from the async signature (`tests/unit/core/test_sync_parity.py` checks every pair).
+from the async signature (`tests/unit/core/test_sync_parity.py` checks every pair). An adapter
+makes the blocking twins of its own async methods with it too (`twin(amethod, name="method",
+on_self=True)`, public as `opensandbox_core.adapters.twin`).
 
 Blocking calls work from plain scripts, from threads, and from inside a running event loop
 alike. Ctrl-C (KeyboardInterrupt) during a blocking call cancels the operation, which stops the
