@@ -19,7 +19,6 @@ from opensandbox_core import (
     SandboxUnavailableError,
     UnsupportedDaemonError,
     destroy_sandbox,
-    run_blocking,
 )
 from opensandbox_core import defaults as _defaults
 from opensandbox_core import validation as _validate
@@ -29,6 +28,7 @@ from opensandbox_core.adapters import (
     image_from_env,
     restore_spec,
     split_snapshot,
+    twin,
 )
 from opensandbox_core.metadata import PROVIDER_KEY, adapter_labels
 
@@ -133,12 +133,8 @@ class OpenSandboxProvider(_ProviderBase):
             backend_module="deepagents_opensandbox_backend",
         )
 
-    def get_or_create(self, *, sandbox_id: str | None = None, **kwargs: Any) -> OpenSandboxBackend:
-        """Attach to `sandbox_id`, else create a sandbox (owned by this provider)."""
-        return run_blocking(self.aget_or_create(sandbox_id=sandbox_id, **kwargs))
-
     async def aget_or_create(
-        self, *, sandbox_id: str | None = None, **kwargs: Any
+        self, /, *, sandbox_id: str | None = None, **kwargs: Any
     ) -> OpenSandboxBackend:
         """`get_or_create()` on the caller's event loop."""
         options, snapshot = split_snapshot(kwargs, sandbox_id, _CREATE_FIELDS, _NAME, _SEE)
@@ -170,12 +166,7 @@ class OpenSandboxProvider(_ProviderBase):
             return backend
         return AttachOptions(**kwargs).connection()
 
-    def delete(self, *, sandbox_id: str, force: bool = False, **kwargs: Any) -> None:
-        """Delete a sandbox that this provider created (any sandbox with `force=True`; then
-        `kwargs` name the server: `domain`, `api_key`, `use_server_proxy`). Idempotent."""
-        run_blocking(self.adelete(sandbox_id=sandbox_id, force=force, **kwargs))
-
-    async def adelete(self, *, sandbox_id: str, force: bool = False, **kwargs: Any) -> None:
+    async def adelete(self, /, *, sandbox_id: str, force: bool = False, **kwargs: Any) -> None:
         """`delete()` on the caller's event loop."""
         sandbox_id = _validate.sandbox_id(sandbox_id)
         target = self._take(sandbox_id, force, kwargs)
@@ -183,6 +174,20 @@ class OpenSandboxProvider(_ProviderBase):
             await target.akill()
         else:
             await destroy_sandbox(sandbox_id, target)
+
+    get_or_create = twin(
+        aget_or_create,
+        name="get_or_create",
+        on_self=True,
+        doc="Attach to `sandbox_id`, else create a sandbox (owned by this provider).",
+    )
+    delete = twin(
+        adelete,
+        name="delete",
+        on_self=True,
+        doc="""Delete a sandbox that this provider created (any sandbox with `force=True`; then
+        `kwargs` name the server: `domain`, `api_key`, `use_server_proxy`). Idempotent.""",
+    )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(created={self._created.ids()!r})"

@@ -11,8 +11,8 @@ from typing import Any
 from deepagents.backends.sandbox import BaseSandbox
 
 from opensandbox_core import NAMESPACE_METADATA_KEY as CORE_NAMESPACE_KEY
-from opensandbox_core import AsyncSandboxSession, KeyedSandboxes, run_blocking
-from opensandbox_core.adapters import takes_keywords
+from opensandbox_core import AsyncSandboxSession, KeyedSandboxes
+from opensandbox_core.adapters import takes_keywords, twin
 
 from ._backend import OpenSandboxBackend
 from ._options import SEED_ORDER, ThreadOptions
@@ -179,26 +179,31 @@ class ThreadSandboxBackend(ForwardingBackend):
         self.thread_key(thread_id)
         return await self._keys.find(thread_id)
 
-    def destroy_thread(self, thread_id: str) -> list[str]:
-        """Delete this thread's sandbox (files included); returns the ids deleted.
-
-        Call it when the thread is finished. Every process's next call for the thread then
-        creates a new, empty sandbox.
-        """
-        return run_blocking(self.adestroy_thread(thread_id))
-
     async def adestroy_thread(self, thread_id: str) -> list[str]:
         """`destroy_thread()` on the caller's event loop."""
         self.thread_key(thread_id)
         return await self._keys.destroy(thread_id)
 
-    def close(self) -> None:
-        """Close local connections of every thread's backend. The sandboxes keep running."""
-        run_blocking(self.aclose())
-
     async def aclose(self) -> None:
         """`close()` for async code."""
         await self._keys.aclose()
+
+    destroy_thread = twin(
+        adestroy_thread,
+        name="destroy_thread",
+        on_self=True,
+        doc="""Delete this thread's sandbox (files included); returns the ids deleted.
+
+        Call it when the thread is finished. Every process's next call for the thread then
+        creates a new, empty sandbox.
+        """,
+    )
+    close = twin(
+        aclose,
+        name="close",
+        on_self=True,
+        doc="Close local connections of every thread's backend. The sandboxes keep running.",
+    )
 
     # -- the sandbox every operation runs on (`ForwardingBackend`) ---------------------------
     def _current(self) -> OpenSandboxBackend:
