@@ -17,7 +17,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from opensandbox_core import COPY_OF_METADATA_KEY, CheckpointFiles, FilesVersion, run_blocking
+from opensandbox_core import CheckpointFiles, FilesVersion, run_blocking
 
 from ._backend import OpenSandboxBackend
 from ._threads import NAMESPACE_METADATA_KEY, THREAD_METADATA_KEY, ThreadSandboxBackend
@@ -33,8 +33,9 @@ logger = logging.getLogger(__name__)
 
 SANDBOX_FILES_KEY = "sandbox_files"
 """The state key holding the `SandboxFiles` record of the checkpoint's files."""
-FORK_OF_METADATA_KEY = COPY_OF_METADATA_KEY
-"""Metadata label of a sandbox restored for a fork: the thread key of the thread it belongs to."""
+FORK_OF_METADATA_KEY = "opensandbox-agents.fork-of"
+"""Metadata label of a sandbox restored for a fork: the thread key of the thread it belongs to
+(the core's `CheckpointFiles` writes it as its `copy_label`)."""
 CHANGING_TOOLS = frozenset({"write_file", "edit_file", "execute", "task"})
 
 _BRANCH: contextvars.ContextVar[OpenSandboxBackend | None] = contextvars.ContextVar(
