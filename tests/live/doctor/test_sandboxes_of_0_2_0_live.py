@@ -25,7 +25,7 @@ from pydantic_ai_opensandbox import CREATE_METADATA_KEY
 
 pytestmark = pytest.mark.daemon_neutral  # the server's labels, the same on every generation
 
-MARKER = "/tmp/made-by-0.2.0"  # noqa: S108 - inside the sandbox
+MARKER = "/tmp/made-by-0.2.0"  # inside the sandbox
 
 
 def _v020_digest(namespace: str, key: str) -> str:
