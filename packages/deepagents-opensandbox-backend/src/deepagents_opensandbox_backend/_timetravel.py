@@ -18,8 +18,10 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from opensandbox_core import CheckpointFiles, FilesVersion, run_blocking
+from opensandbox_core.metadata import adapter_labels
 
 from ._backend import OpenSandboxBackend
+from ._options import ADAPTER
 from ._threads import NAMESPACE_METADATA_KEY, THREAD_METADATA_KEY, ThreadSandboxBackend
 
 __all__ = [
@@ -161,6 +163,7 @@ class TimeTravelSandboxBackend(ThreadSandboxBackend):
             key_label=THREAD_METADATA_KEY,
             namespace_label=NAMESPACE_METADATA_KEY,
             copy_label=FORK_OF_METADATA_KEY,
+            labels=adapter_labels(ADAPTER),
         )
 
     # -- which sandbox a branch uses ---------------------------------------------------------
