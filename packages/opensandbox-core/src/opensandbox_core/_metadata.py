@@ -21,14 +21,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+# Public through `opensandbox_core.metadata`; the keyed labels' defaults are public as
+# `NAMESPACE_METADATA_KEY`, `KEY_METADATA_KEY` and `COPY_OF_METADATA_KEY` (one name each).
 __all__ = [
     "ADAPTER_KEY",
     "DOCTOR_KEY",
-    "FORK_OF_KEY",
-    "KEY_KEY",
     "LIBRARY_KEY",
     "LIBRARY_VALUE",
-    "NAMESPACE_KEY",
     "OWNER_KEY",
     "adapter_labels",
     "adapter_of",
