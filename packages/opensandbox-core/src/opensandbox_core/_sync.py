@@ -134,9 +134,7 @@ class _OffLoop:
 
     def __init__(self, kwargs: dict[str, Any], names: Sequence[str]) -> None:
         self._kwargs = kwargs
-        self._names = [
-            n for n in names if callable(kwargs.get(n)) and not _is_async(kwargs[n])
-        ]
+        self._names = [n for n in names if callable(kwargs.get(n)) and not _is_async(kwargs[n])]
         self._worker: concurrent.futures.ThreadPoolExecutor | None = None
 
     def __enter__(self) -> dict[str, Any]:
