@@ -160,3 +160,33 @@ def test_an_output_over_the_session_cap_is_an_output_limit_error(
     assert info.value.limit == 4096
     capped = _grep(LocalRunner(bin_dir, max_output=4096), tmp_path, max_matches=10)
     assert capped.truncated and len(capped.matches) == 10
+
+
+NAMES = ["a.py", "b.tsx", "a.ts", ".hidden.py", "x", "ab", "bx.txt", "ax.txt", "it's [", "a\\b"]
+NAMES += ["a*b", "a?b", "{a,b", "q]", "é.py", "c.PY", "[x]", "a{b"]
+
+
+WRITTEN = ["*.py", "*.{ts,tsx}", "it's [", "a\\b", "{a,b", "a{b,c}{x,y}", "a*b", "a\\*b", "*["]
+LEFT_TO_PYTHON = ["\\[x]", "[!a]?.txt", "[ab]*", "?.py", "[]q]", "[^a]*", "[x]", "*.{p?,t}"]
+
+
+@pytest.mark.parametrize("pattern", [*WRITTEN, "{,a}b", "a{b", *LEFT_TO_PYTHON])
+def test_the_shell_patterns_of_a_name_glob_match_what_compile_glob_does(
+    bin_dir: Path | None, pattern: str
+) -> None:
+    """`name_patterns` (what `find -name` and `case` get) against `compile_glob`, in sh; a glob
+    with `?` or a set is left to Python (byte-wise shells read one byte as one character)."""
+    from opensandbox_core._files._glob import compile_glob, name_patterns
+
+    shell = name_patterns(pattern)
+    if pattern in LEFT_TO_PYTHON:
+        assert shell is None
+        return
+    assert shell is not None, pattern
+    script = "n=$1; shift; for p; do case $n in $p) echo y; exit;; esac; done; echo n"
+    env = LocalRunner(bin_dir).env | {"LC_ALL": "C.UTF-8"}
+    for name in NAMES:
+        done = subprocess.run(
+            ["sh", "-c", script, "sh", name, *shell], env=env, capture_output=True, check=True
+        )
+        assert (done.stdout == b"y\n") == compile_glob(pattern)(name), (pattern, shell, name)

@@ -138,9 +138,10 @@ def compile_glob(pattern: str) -> Callable[[str], bool]:
 
 def name_patterns(pattern: str, *, most: int = 64) -> list[str] | None:
     """The same glob without `/` as shell patterns (`find -name`, `case`; braces expanded into
-    alternatives): a name matches the glob when it matches any of them. None when the glob
-    has `/`, a set the two dialects could read differently (holding `[` or `\\`), or more than
-    `most` alternatives: then only `compile_glob` can decide."""
+    alternatives): a name matches the glob when it matches any of them. Only `*`, braces and
+    literal characters are written so; None for a glob with `/`, with `?` or a set (`[...]`:
+    a shell without multibyte support, dash or busybox, would take one byte for one
+    character), or with more than `most` alternatives: then only `compile_glob` decides."""
     _validate.glob_pattern(pattern)
     if "/" in pattern:
         return None
@@ -235,19 +236,17 @@ def _regex(tokens: list[_Token]) -> str:
 def _shell(tokens: list[_Token]) -> str | None:
     """The shell pattern of tokens without alternatives, or None (see `name_patterns`)."""
     out: list[str] = []
-    for token in tokens:
-        if isinstance(token, _Alternatives):
-            return None  # nested braces are literal text in this dialect: leave it to Python
-        if isinstance(token, _Set):
-            if "[" in token.members or "\\" in token.members:
-                return None
-            out.append(f"[{'!' if token.negate else ''}{token.members}]")
-        elif token in _WILD:
-            out.append(token)
-        else:
-            char = token[1:]
-            out.append("\\" + char if char in "*?[\\" else char)
+    for item in tokens:
+        if isinstance(item, _Alternatives | _Set) or item in _WILD - {"*"}:
+            # Nested braces are literal text in this dialect, and `?` or a set is one
+            # character, which byte-wise shells read as one byte: left to `compile_glob`.
+            return None
+        out.append(item if item == "*" else _escaped(item[1:]))
     return "".join(out)
+
+
+def _escaped(char: str) -> str:
+    return "\\" + char if char in "*?[\\" else char
 
 
 def _class_end(segment: str, start: int) -> int:

@@ -11,7 +11,8 @@ directory names are its arguments, never part of a command line, so no shell eve
    regular file NUL-terminated: symlinks, special files and directories named in
    `exclude_dirs` below the path (`/proc`, `/sys` and `/dev` too when the path is `/`) are
    skipped, and a glob without `/` keeps the base names it matches (`find -name` with the
-   glob's shell patterns, braces expanded: `_glob.name_patterns`);
+   glob's shell patterns, braces expanded, when it has only `*` wildcards:
+   `_glob.name_patterns`; else the names are matched here);
 2. the same walk runs `grep -H -n -F -e PATTERN... -- FILES +` (in the C locale: every line
    comes back, the locale's rule is applied here) on those files, and the `name:line:text`
    records are read against the list of step 1: names are known exactly, so `:` cannot
@@ -381,7 +382,7 @@ def _wanted(search: _Search, name: str, is_file: bool) -> bool:
     glob without `/` when its base name matches."""
     if is_file:
         return search.matcher is None or not search.by_name or search.matcher(name)
-    relative = name[2:]
+    relative = _text(name[2:])
     if search.matcher is not None and not search.matcher(relative):
         return False
     return search.include is None or search.include(relative)
