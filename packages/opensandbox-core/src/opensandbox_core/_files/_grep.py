@@ -196,24 +196,20 @@ async def grep(
             search.names = name_patterns(glob)
             search.by_name = True
     search.include = include
-    keep = 0 if max_matches is None else max_matches + 1
-    # Cut in the sandbox at `keep` lines, per file and in all; a cut that what Python drops
-    # afterwards (a path glob, `include`, lines that are not valid text) could have made
-    # inexact is searched again with less cut (module docstring, "The cap").
-    for cap, total in ((keep, keep), (keep, 0), (0, 0)):
+    # The sandbox stops at `max_matches + 1` lines per file and in all (0: no cut). When what
+    # is dropped here after that cut (a glob with `/`, `include`, lines that are not valid
+    # text) leaves the answer unsure, the search runs again with less cut (docstring, "The
+    # cap"); an uncut search is always sure.
+    cap = total = 0 if max_matches is None else max_matches + 1
+    while True:
         found = await search.run(cap, total)
         if found is None:
             return GrepResult([], truncated=False, files=0)
         outcome = _collect(search, found, max_matches)
         if isinstance(outcome, GrepResult):
             return outcome
-        if outcome == "file":  # a file cut short lost lines: search with no cut at all
-            found = await search.run(0, 0)
-            assert found is not None
-            result = _collect(search, found, max_matches)
-            assert isinstance(result, GrepResult)
-            return result
-    raise AssertionError("unreachable: an uncut search is exact")
+        total = 0  # "total": the cut in all hid files; "file": a file's cut hid lines too
+        cap = 0 if outcome == "file" else cap
 
 
 @dataclass
