@@ -364,9 +364,10 @@ class _Run:
         self._send(event)
 
     def run(self) -> None:
+        taken = self.ctx.busy.acquire(blocking=False)  # before init: a run that sent it holds
         self.stream.send(init_event(self.ctx.id))
         self.stream.start_pings()
-        if not self.ctx.busy.acquire(blocking=False):
+        if not taken:
             if config.code_knob("OSB_EXECD_CODE_BUSY") == "event":
                 self.stream.send(_error_event("ContextBusy", BUSY["message"], []))
             else:
