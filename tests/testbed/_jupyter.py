@@ -140,7 +140,11 @@ def code_hash() -> str:
 
 
 def ensure_code_image() -> str:
-    """Build (or reuse) the code-interpreter image; return its tag."""
+    """Build (or reuse) the code-interpreter image; return the tag to create sandboxes with:
+    `opensandbox/code-interpreter:v1.1.0` where that is ours (the core gives sandboxes of the
+    code-interpreter tags their entrypoint, which starts the Jupyter server; for other tags it
+    gives `tail -f /dev/null`), else CODE_TAG (then pass the entrypoint
+    `/opt/code-interpreter/code-interpreter.sh` yourself)."""
     _images.ensure_sandbox_image()
     want = code_hash()
     if _images.is_current(CODE_TAG, want):
@@ -184,5 +188,4 @@ def ensure_code_image() -> str:
                 ],
             )
         _images.retire(old, CODE_TAG)
-    _images.alias(CODE_TAG, CODE_ALIAS)
-    return CODE_TAG
+    return CODE_ALIAS if _images.alias(CODE_TAG, CODE_ALIAS) else CODE_TAG
