@@ -13,6 +13,18 @@ given. See `docs/core.md` for the guide.
 
 from ._agent._editing import EditOutcome, edit_file
 from ._agent._listing import DirectoryEntry, DirectoryLister, DirectoryListing
+from ._code import (
+    CodeContext,
+    CodeContextBusyError,
+    CodeContextNotFoundError,
+    CodeError,
+    CodeInterpreter,
+    CodeInterpreterUnavailableError,
+    CodeResult,
+    CodeTimeoutError,
+    Execution,
+)
+from ._code._blocking import BlockingCode
 from ._commands._background import BackgroundProcess, OutputChunk, ProcessStatus
 from ._commands._offload import OffloadedRun
 from ._config import Connection, SandboxSpec
@@ -77,9 +89,18 @@ __all__ = [
     "AuthenticationError",
     "BackgroundProcess",
     "BlockingBackgroundProcess",
+    "BlockingCode",
     "BlockingTerminal",
     "BytesResult",
     "CheckpointFiles",
+    "CodeContext",
+    "CodeContextBusyError",
+    "CodeContextNotFoundError",
+    "CodeError",
+    "CodeInterpreter",
+    "CodeInterpreterUnavailableError",
+    "CodeResult",
+    "CodeTimeoutError",
     "CommandResult",
     "CommandTimeoutError",
     "ConfigurationError",
@@ -91,6 +112,7 @@ __all__ = [
     "DirectoryUpload",
     "EditOutcome",
     "EgressRule",
+    "Execution",
     "FileInfo",
     "FileMatch",
     "FilesVersion",

@@ -40,6 +40,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Unpack
 
 from . import _validate
+from ._code._facet import CodeInterpreter
 from ._commands._run import Commands, OutputCallback
 from ._config import Connection, SandboxSpec
 from ._defaults import (
@@ -141,6 +142,9 @@ class AsyncSandboxSession(CommandMethods, SearchMethods, TerminalMethods, Sessio
         self._transfers = Transfers(self._life, self._files, self._commands)
         self._lines = LineReader(self)
         self._terminals: weakref.WeakSet[Terminal] = weakref.WeakSet()
+        self.code = CodeInterpreter(self._life, self._commands)
+        """Code in Jupyter kernels (`run`, `create_context`, `contexts`, `delete_context`,
+        `interrupt`): see `CodeInterpreter` and docs/core.md, "Code"."""
         self._life.connection.check_security()
 
     # -- identity (the read-only properties and repr() are `SessionInfo`'s) ------------------

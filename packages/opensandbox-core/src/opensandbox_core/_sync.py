@@ -28,6 +28,7 @@ from collections.abc import (
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from . import _defaults
+from ._code._blocking import BlockingCode
 from ._commands._background import DEFAULT_MAX_CHUNK, BackgroundProcess, OutputChunk, ProcessStatus
 from ._config import Connection, SandboxSpec
 from ._lifecycle._guard import CreateGuard
@@ -214,6 +215,8 @@ class SandboxSession(SessionInfo):
         # The state `SessionInfo`'s properties read: the async session's own objects.
         self._life = self._async._life
         self._env = self._async._env
+        self.code = BlockingCode(self._async.code)
+        """Blocking twin of `AsyncSandboxSession.code` (same methods and parameters)."""
 
     @classmethod
     def attach(cls, sandbox_id: str, **kwargs: Any) -> SandboxSession:
