@@ -4,14 +4,13 @@
 from opensandbox_core import AsyncSandboxSession, SandboxSpec
 
 async with AsyncSandboxSession(SandboxSpec(image="python:3.13-slim")) as sandbox:
-    result = await sandbox.run("python3 -c 'print(6 * 7)'")
+    result = await sandbox.commands.run("python3 -c 'print(6 * 7)'")
 ```
 
 The connection comes from `OPEN_SANDBOX_DOMAIN` and `OPEN_SANDBOX_API_KEY` unless a `Connection` is
 given. See `docs/core.md` for the guide.
 """
 
-from ._agent._editing import EditOutcome, edit_file
 from ._agent._listing import DirectoryEntry, DirectoryLister, DirectoryListing
 from ._code import (
     CodeContext,
@@ -24,15 +23,18 @@ from ._code import (
     CodeTimeoutError,
     Execution,
 )
-from ._code._blocking import BlockingCode
 from ._commands._background import BackgroundProcess, OutputChunk, ProcessStatus
+from ._commands._facet import Commands
 from ._commands._offload import OffloadedRun
+from ._commands._run import OutputCallback
 from ._config import Connection, SandboxSpec
 from ._create import EgressRule, NetworkPolicy, Volume
+from ._defaults import DEFAULT
 from ._errors import (
     AuthenticationError,
     CommandTimeoutError,
     ConfigurationError,
+    EditError,
     InsecureSandboxWarning,
     NotTextError,
     OpenSandboxError,
@@ -46,8 +48,9 @@ from ._errors import (
     TerminalTimeoutError,
     UnsupportedDaemonError,
 )
+from ._files._facet import Files
 from ._files._grep import GrepMatch, GrepResult
-from ._files._upload import SECRET_PATTERNS, DirectoryUpload, UploadOptions, upload_directory
+from ._files._upload import SECRET_PATTERNS, DirectoryUpload, UploadOptions
 from ._fleet._admin import SandboxSummary, destroy_sandbox, list_sandboxes, remove_sandboxes
 from ._fleet._checkpoints import COPY_OF_METADATA_KEY, CheckpointFiles, FilesVersion
 from ._fleet._keyed import KEY_METADATA_KEY, NAMESPACE_METADATA_KEY, KeyedSandboxes
@@ -65,8 +68,19 @@ from ._images import default_entrypoint
 from ._keywords import SpecField, keyword_defaults, spec_from_keywords
 from ._lifecycle._guard import CANCEL_CLEANUP_WAIT, CreateGuard, discard_sandbox, run_to_completion
 from ._lifecycle._operations import OperationScope, running_on_asyncio
-from ._session import DEFAULT, LIBRARY_KEY, OWNER_KEY, AsyncSandboxSession, OutputCallback
-from ._sync import BlockingBackgroundProcess, BlockingTerminal, SandboxSession, run_blocking
+from ._metadata import LIBRARY_KEY, OWNER_KEY
+from ._session import AsyncSandboxSession
+from ._sync import (
+    BlockingBackgroundProcess,
+    BlockingCode,
+    BlockingCommands,
+    BlockingFiles,
+    BlockingTerminal,
+    BlockingTerminals,
+    SandboxSession,
+    run_blocking,
+)
+from ._terminal._facet import OpeningTerminal, Terminals
 from ._terminal._handle import Terminal
 from ._terminal_tools._keys import keystrokes
 from ._terminal_tools._specs import TerminalToolSpec
@@ -90,7 +104,10 @@ __all__ = [
     "BackgroundProcess",
     "BlockingBackgroundProcess",
     "BlockingCode",
+    "BlockingCommands",
+    "BlockingFiles",
     "BlockingTerminal",
+    "BlockingTerminals",
     "BytesResult",
     "CheckpointFiles",
     "CodeContext",
@@ -103,6 +120,7 @@ __all__ = [
     "CodeTimeoutError",
     "CommandResult",
     "CommandTimeoutError",
+    "Commands",
     "ConfigurationError",
     "Connection",
     "CreateGuard",
@@ -110,11 +128,12 @@ __all__ = [
     "DirectoryLister",
     "DirectoryListing",
     "DirectoryUpload",
-    "EditOutcome",
+    "EditError",
     "EgressRule",
     "Execution",
     "FileInfo",
     "FileMatch",
+    "Files",
     "FilesVersion",
     "Framing",
     "GrepMatch",
@@ -126,6 +145,7 @@ __all__ = [
     "NotTextError",
     "OffloadedRun",
     "OpenSandboxError",
+    "OpeningTerminal",
     "OperationScope",
     "OutputCallback",
     "OutputChunk",
@@ -148,6 +168,7 @@ __all__ = [
     "TerminalTimeoutError",
     "TerminalToolSpec",
     "TerminalTools",
+    "Terminals",
     "TransferResult",
     "UnsupportedDaemonError",
     "UploadOptions",
@@ -158,7 +179,6 @@ __all__ = [
     "delete_snapshot",
     "destroy_sandbox",
     "discard_sandbox",
-    "edit_file",
     "get_snapshot",
     "keystrokes",
     "keyword_defaults",
@@ -171,5 +191,4 @@ __all__ = [
     "running_on_asyncio",
     "snapshot_sandbox",
     "spec_from_keywords",
-    "upload_directory",
 ]

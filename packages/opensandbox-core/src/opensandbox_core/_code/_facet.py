@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn
 
 from opensandbox_core import _validate
-from opensandbox_core._commands._run import Commands, Lifecycle
+from opensandbox_core._commands._run import CommandRunner, Lifecycle
+from opensandbox_core._defaults import DEFAULT, _Default
 from opensandbox_core._errors import ExecdError, ServerError
 from opensandbox_core._files._paths import resolve
-from opensandbox_core._session_commands import DEFAULT, _Default, resolve_timeout
 from opensandbox_core._wire import _code as wire
 from opensandbox_core._wire._events import Context
 
@@ -59,7 +59,7 @@ class _LoopLocks:
 class CodeInterpreter:
     """`session.code`: run code in a context, and manage contexts (module docstring)."""
 
-    def __init__(self, lifecycle: Lifecycle, commands: Commands) -> None:
+    def __init__(self, lifecycle: Lifecycle, commands: CommandRunner) -> None:
         self._life = lifecycle
         self._commands = commands
         self._kernels: dict[str, Kernel] = {}
@@ -101,7 +101,7 @@ class CodeInterpreter:
         text = _validate.code_text(code)
         wanted = _validate.code_context(context, CodeContext)
         lang = _validate.code_language(language)
-        limit = _validate.timeout(resolve_timeout(self._commands, timeout), allow_none=True)
+        limit = _validate.timeout(self._commands.limit(timeout), allow_none=True)
         ctx = await self._life.context()
         for attempt in (1, 2):
             kernel = await self._kernel_for(ctx, wanted, lang)

@@ -24,7 +24,7 @@ import logging
 from typing import Final
 
 from opensandbox_core._commands._encoded import run_bytes
-from opensandbox_core._commands._run import Commands
+from opensandbox_core._commands._run import CommandRunner
 from opensandbox_core._errors import ExecdError
 from opensandbox_core._wire._code import code_events
 from opensandbox_core._wire._execd import ExecdClient
@@ -57,7 +57,7 @@ timeout 10 cat <&3 2>/dev/null || cat <&3
 
 
 async def check_language(
-    execd: ExecdClient, commands: Commands, language: str, sandbox_id: str | None
+    execd: ExecdClient, commands: CommandRunner, language: str, sandbox_id: str | None
 ) -> bool:
     """Raise `CodeInterpreterUnavailableError` when the sandbox surely cannot run `language`;
     return whether a kernel for it was seen (False: nothing settled it)."""
@@ -91,7 +91,7 @@ async def _ask_execd(execd: ExecdClient, language: str) -> str | None:
     return None
 
 
-async def _ask_jupyter(commands: Commands, language: str) -> str | None:
+async def _ask_jupyter(commands: CommandRunner, language: str) -> str | None:
     try:
         result = await run_bytes(commands, _SPECS_SCRIPT, cwd="/", env=None, timeout=_PROBE_LIMIT)
     except Exception as exc:  # a probe: it settles nothing when it fails

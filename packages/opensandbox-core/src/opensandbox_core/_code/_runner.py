@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
-from opensandbox_core._commands._run import Commands
+from opensandbox_core._commands._run import CommandRunner
 from opensandbox_core._errors import ExecdError
 from opensandbox_core._wire._code import code_events, interrupt_code
 from opensandbox_core._wire._events import Context
@@ -133,7 +133,7 @@ async def _download(ctx: Context, path: str) -> bytes | None:
 
 async def execute(
     ctx: Context,
-    commands: Commands,
+    commands: CommandRunner,
     kernel: Kernel,
     code: str,
     *,
@@ -165,7 +165,7 @@ async def execute(
 
 
 async def _watch(
-    task: asyncio.Task[None], commands: Commands, kernel: Kernel, limit: float | None
+    task: asyncio.Task[None], commands: CommandRunner, kernel: Kernel, limit: float | None
 ) -> str:
     """Wait for the stream's end: "ended", or "timeout", or "died" (the kernel's process is
     gone while the run goes on: execd's stream would never end)."""
@@ -188,7 +188,7 @@ async def _watch(
     return "ended"
 
 
-async def _alive(commands: Commands, info: KernelInfo) -> bool:
+async def _alive(commands: CommandRunner, info: KernelInfo) -> bool:
     try:
         result = await commands.run(
             _kernel.alive_script(info.pid, info.started),

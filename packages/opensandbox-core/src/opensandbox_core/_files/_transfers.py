@@ -17,7 +17,7 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any, Final
 
 from opensandbox_core import _validate
-from opensandbox_core._commands._run import Commands
+from opensandbox_core._commands._run import CommandRunner
 from opensandbox_core._defaults import CHUNK_SIZE
 from opensandbox_core._errors import (
     ConfigurationError,
@@ -43,7 +43,7 @@ _TRANSFER_CONCURRENCY: Final = 8
 class Transfers:
     """File content of one session's sandbox (see the module docstring)."""
 
-    def __init__(self, life: FileLink, files: FileSystem, commands: Commands) -> None:
+    def __init__(self, life: FileLink, files: FileSystem, commands: CommandRunner) -> None:
         self._life = life
         self._fs = files
         self._commands = commands

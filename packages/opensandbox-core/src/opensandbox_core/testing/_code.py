@@ -22,6 +22,7 @@ import ast
 import asyncio
 import base64
 import json
+import operator
 import re
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -397,16 +398,31 @@ def _canned(code: str) -> FakeCell:
 
 
 def _arithmetic(text: str) -> object | None:
-    """The value of a literal or of `+ - * /` on numbers, else None."""
+    """The value of a number, or of `+ - * /` on numbers, else None (no code is run)."""
     try:
-        tree = ast.parse(text, mode="eval")
-    except SyntaxError:
-        return None
-    allowed = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.operator, ast.unaryop)
-    if not all(isinstance(node, allowed) for node in ast.walk(tree)):
-        return None
-    try:
-        value: object = eval(compile(tree, "<fake>", "eval"), {"__builtins__": {}})  # noqa: S307
-    except ArithmeticError:
+        value: object = _value(ast.parse(text, mode="eval").body)
+    except (SyntaxError, _NotArithmetic, ArithmeticError):
         return None
     return value
+
+
+_OPERATORS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+}
+
+
+class _NotArithmetic(Exception):
+    pass
+
+
+def _value(node: ast.expr) -> Any:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_value(node.operand)
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        return _OPERATORS[type(node.op)](_value(node.left), _value(node.right))
+    raise _NotArithmetic
