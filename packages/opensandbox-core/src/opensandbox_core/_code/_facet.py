@@ -38,7 +38,7 @@ from ._errors import (
     CodeTimeoutError,
 )
 from ._model import CodeContext, Execution
-from ._runner import RECORD_DIR, CodeOutput, Kernel, RunFailed, execute, prepare
+from ._runner import CodeOutput, Kernel, RunFailed, execute, prepare
 
 __all__ = ["CodeInterpreter"]
 
@@ -172,7 +172,6 @@ class CodeInterpreter:
         except Exception as exc:
             await self._life.fail(exc, "delete a code context", execd=ctx.execd)
         self._forget(context_id)
-        ctx.execd.discard_later([f"{RECORD_DIR}/{context_id}"])
 
     async def interrupt(self, context: CodeContext | str) -> None:
         """Interrupt the code running in a context (as Ctrl-C: the run ends with

@@ -149,7 +149,7 @@ async def prepare(ctx: Context, kernel: Kernel, sandbox_id: str | None) -> None:
     state = StreamState()
     try:
         async with asyncio.timeout(_SETUP_LIMIT):
-            await stream(ctx, {"code": code or "None", "context": context}, state, None)
+            await stream(ctx, {"code": code or " ", "context": context}, state, None)
     except TimeoutError:
         raise ServerError(
             f"The {kernel.language} kernel of sandbox {sandbox_id} did not run its first cell "
