@@ -14,6 +14,7 @@ import pytest
 
 from opensandbox_core import (
     AsyncSandboxSession,
+    CodeContextBusyError,
     CodeContextNotFoundError,
     CodeInterpreterUnavailableError,
     CodeTimeoutError,
@@ -172,3 +173,29 @@ def test_the_blocking_twin(code_spec: SandboxSpec) -> None:
         ctx = sb.code.create_context()
         assert sb.code.run("6 * 7", context=ctx).text == "42"
         sb.code.delete_context(ctx)
+
+
+async def test_interrupt_cancellation_and_a_foreign_busy_run(
+    session: AsyncSandboxSession,
+) -> None:
+    ctx = await session.code.create_context()
+    await session.code.run("x = 1", context=ctx)
+    running = asyncio.ensure_future(
+        session.code.run("import time\nprint('a', flush=True)\ntime.sleep(30)", context=ctx)
+    )
+    await asyncio.sleep(3)
+    other = AsyncSandboxSession.attach(session.id or "")
+    async with other:
+        with pytest.raises(CodeContextBusyError) as busy:
+            await other.code.run("1", context=ctx.id)
+        assert ctx.id in str(busy.value)
+    await session.code.interrupt(ctx)
+    interrupted = await asyncio.wait_for(running, 20)
+    assert interrupted.error is not None and interrupted.error.name == "KeyboardInterrupt"
+    assert interrupted.stdout == "a\n"
+    task = asyncio.ensure_future(session.code.run("import time; time.sleep(30)", context=ctx))
+    await asyncio.sleep(3)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert (await session.code.run("x + 1", context=ctx, timeout=30)).text == "2"
