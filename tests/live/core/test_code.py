@@ -21,6 +21,7 @@ from opensandbox_core import (
     SandboxSession,
     SandboxSpec,
 )
+from testbed._jupyter import CODE_TAG
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
@@ -32,8 +33,12 @@ ENTRYPOINT = ["/opt/code-interpreter/code-interpreter.sh"]  # starts the Jupyter
 
 @pytest.fixture
 def code_spec(testbed_env: dict[str, str]) -> SandboxSpec:
-    image = testbed_env.get("OSB_TESTBED_CODE_IMAGE") or "opensandbox/code-interpreter:v1.1.0"
-    return SandboxSpec(image=image, entrypoint=ENTRYPOINT)
+    # The testbed's own tag: `opensandbox/code-interpreter:v1.1.0` is an alias that a testbed of
+    # an older tree may point at its plain sandbox image (no Jupyter) while this runs.
+    image = testbed_env.get("OSB_TESTBED_CODE_IMAGE") or CODE_TAG
+    return SandboxSpec(
+        image=CODE_TAG if image.startswith("opensandbox/") else image, entrypoint=ENTRYPOINT
+    )
 
 
 @pytest.fixture
