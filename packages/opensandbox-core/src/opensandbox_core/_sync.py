@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from . import _defaults
+from ._code._facet import CodeInterpreter
 from ._commands._background import BackgroundProcess
 from ._commands._facet import Commands
 from ._config import Connection, SandboxSpec
@@ -38,6 +39,7 @@ from ._terminal._handle import Terminal
 
 __all__ = [
     "BlockingBackgroundProcess",
+    "BlockingCode",
     "BlockingCommands",
     "BlockingFiles",
     "BlockingTerminal",
@@ -226,6 +228,16 @@ class BlockingTerminals(_Blocking[Terminals]):
     attach = twin(Terminals.attach, wrap=BlockingTerminal)
 
 
+class BlockingCode(_Blocking[CodeInterpreter]):
+    """Blocking twin of `CodeInterpreter` (`SandboxSession.code`)."""
+
+    run = twin(CodeInterpreter.run)
+    create_context = twin(CodeInterpreter.create_context)
+    contexts = twin(CodeInterpreter.contexts)
+    delete_context = twin(CodeInterpreter.delete_context)
+    interrupt = twin(CodeInterpreter.interrupt)
+
+
 class SandboxSession(SessionInfo):
     """Blocking twin of `AsyncSandboxSession`, with the same arguments, facets and behaviour.
 
@@ -266,6 +278,9 @@ class SandboxSession(SessionInfo):
         """Files: read, write, stat, list, walk, glob, grep, edit, batches and uploads."""
         self.terminals = BlockingTerminals(self._async.terminals)
         """Interactive terminals: `open` and `attach`."""
+        self.code = BlockingCode(self._async.code)
+        """Code in Jupyter kernels: `run`, `create_context`, `contexts`, `delete_context`,
+        `interrupt`."""
 
     @classmethod
     def attach(cls, sandbox_id: str, **kwargs: Any) -> SandboxSession:
