@@ -23,6 +23,8 @@ from ._code import (
     CodeTimeoutError,
     Execution,
 )
+from ._code_tools._render import CodeImage, CodeToolResult
+from ._code_tools._tool import CodeTool
 from ._commands._background import BackgroundProcess, OutputChunk, ProcessStatus
 from ._commands._facet import Commands
 from ._commands._offload import OffloadedRun
@@ -114,10 +116,13 @@ __all__ = [
     "CodeContextBusyError",
     "CodeContextNotFoundError",
     "CodeError",
+    "CodeImage",
     "CodeInterpreter",
     "CodeInterpreterUnavailableError",
     "CodeResult",
     "CodeTimeoutError",
+    "CodeTool",
+    "CodeToolResult",
     "CommandResult",
     "CommandTimeoutError",
     "Commands",
