@@ -26,14 +26,18 @@ PNG = base64.b64decode(
 )
 
 
-@pytest.fixture
-def code_image(testbed_env: dict[str, str]) -> str:
-    return testbed_env.get("OSB_TESTBED_CODE_IMAGE") or "opensandbox/code-interpreter:v1.1.0"
+ENTRYPOINT = ["/opt/code-interpreter/code-interpreter.sh"]  # starts the Jupyter server
 
 
 @pytest.fixture
-async def session(code_image: str) -> AsyncIterator[AsyncSandboxSession]:
-    async with AsyncSandboxSession(SandboxSpec(image=code_image)) as sb:
+def code_spec(testbed_env: dict[str, str]) -> SandboxSpec:
+    image = testbed_env.get("OSB_TESTBED_CODE_IMAGE") or "opensandbox/code-interpreter:v1.1.0"
+    return SandboxSpec(image=image, entrypoint=ENTRYPOINT)
+
+
+@pytest.fixture
+async def session(code_spec: SandboxSpec) -> AsyncIterator[AsyncSandboxSession]:
+    async with AsyncSandboxSession(code_spec) as sb:
         yield sb
 
 
@@ -163,8 +167,8 @@ async def test_an_image_without_jupyter_is_refused_within_seconds(sandbox_image:
         assert "Jupyter" in str(caught.value)
 
 
-def test_the_blocking_twin(code_image: str) -> None:
-    with SandboxSession(SandboxSpec(image=code_image)) as sb:
+def test_the_blocking_twin(code_spec: SandboxSpec) -> None:
+    with SandboxSession(code_spec) as sb:
         ctx = sb.code.create_context()
         assert sb.code.run("6 * 7", context=ctx).text == "42"
         sb.code.delete_context(ctx)

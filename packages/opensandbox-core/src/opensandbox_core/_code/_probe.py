@@ -9,8 +9,10 @@ twice, at once, before creating anything:
   runtime server not configured" (no Jupyter), "unknown language", or "context not found" (all
   is well). Nothing is created.
 - the Jupyter server itself, through a shell command in the sandbox (bash's `/dev/tcp`, no
-  tools needed): `GET /api/kernelspecs` at execd's `JUPYTER_HOST` with its `JUPYTER_TOKEN`. Not
-  reachable, or no kernelspec of that language (execd skips the one named `python3`): refused.
+  tools needed): `GET /api/kernelspecs` at execd's `JUPYTER_HOST` with its `JUPYTER_TOKEN`. No
+  connection within 60 s (a new sandbox's server takes 3 s to start, 15-20 s on a loaded
+  machine; execd itself waits for it), or no kernelspec of that language (execd skips the one
+  named `python3`): refused.
 
 An answer that settles nothing (no bash, another daemon) leaves the decision to a bounded
 `POST /code/context`.
@@ -36,7 +38,7 @@ __all__ = ["NIL_CONTEXT", "check_language"]
 logger = logging.getLogger(__name__)
 
 NIL_CONTEXT: Final = "00000000-0000-4000-8000-000000000000"
-_PROBE_LIMIT: Final = 15.0
+_PROBE_LIMIT: Final = 75.0
 _NEEDS: Final = (
     "The image needs a Jupyter server that execd reaches (JUPYTER_HOST and JUPYTER_TOKEN in "
     "execd's environment, as in the opensandbox/code-interpreter images) with a kernel for the "
@@ -48,7 +50,10 @@ _SPECS_SCRIPT: Final = r"""h=${JUPYTER_HOST:-}
 [ -n "$h" ] || { echo 'osb-jupyter none'; exit 0; }
 a=${h#*://}; a=${a%%/*}; port=${a##*:}; host=${a%:*}
 [ "$port" = "$a" ] && port=80
-exec 3<>"/dev/tcp/$host/$port" 2>/dev/null || { echo 'osb-jupyter unreachable'; exit 0; }
+i=0
+until exec 3<>"/dev/tcp/$host/$port"; do
+  i=$((i+1)); [ "$i" -ge 240 ] && { echo 'osb-jupyter unreachable'; exit 0; }; sleep 0.25
+done 2>/dev/null
 printf 'GET /api/kernelspecs HTTP/1.0\r\nHost: %s\r\nAuthorization: token %s\r\n\r\n' \
   "$a" "${JUPYTER_TOKEN:-}" >&3
 echo 'osb-jupyter answer'
@@ -105,7 +110,7 @@ def kernel_verdict(output: bytes, language: str) -> str | None:
     head, _, rest = output.partition(b"\n")
     state = head.decode("ascii", "replace").strip()
     if state == "osb-jupyter unreachable":
-        return "no: the Jupyter server at execd's JUPYTER_HOST does not accept connections"
+        return "no: the Jupyter server at execd's JUPYTER_HOST accepted no connection within 60 s"
     if state != "osb-jupyter answer":
         return None
     _, _, body = rest.partition(b"\r\n\r\n")
