@@ -307,16 +307,18 @@ def _alias_upstream_tags() -> None:
         alias(SANDBOX_TAG, name)
 
 
-def alias(ours: str, name: str) -> None:
-    """Tag our image `ours` as `name` too, unless `name` is an image that is not ours."""
+def alias(ours: str, name: str) -> bool:
+    """Tag our image `ours` as `name` too, unless `name` is an image that is not ours; whether
+    `name` is ours now."""
     labels = image_labels(name)
     if labels is not None and labels.get(LABEL) != "1":
         say(f"{name} exists and is not ours: left as it is")
-        return
+        return False
     if image_id(name) == image_id(ours):
-        return
+        return True
     run(["docker", "tag", ours, name], timeout=60)
     say(f"tagged {ours} as {name}")
+    return True
 
 
 def _try_upstream_execd(tag: str) -> bool:

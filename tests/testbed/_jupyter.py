@@ -55,7 +55,7 @@ def wheels() -> Path:
         shutil.rmtree(old, ignore_errors=True)
     part = target.with_name(target.name + ".part")
     shutil.rmtree(part, ignore_errors=True)
-    args = [sys.executable, "-m", "pip", "download", "-q", "-d", str(part)]
+    args = [_pip_python(), "-m", "pip", "download", "-q", "-d", str(part)]
     args += ["--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp"]
     args += ["--abi", "cp311", "--disable-pip-version-check"]
     for platform in _platforms():
@@ -66,6 +66,15 @@ def wheels() -> Path:
     (part / ".complete").write_text("")
     part.rename(target)
     return target
+
+
+def _pip_python() -> str:
+    """An interpreter that has pip (a uv-made venv has none): this one, its base, python3."""
+    base = getattr(sys, "_base_executable", "") or ""
+    for candidate in (sys.executable, base, shutil.which("python3") or "", "/usr/bin/python3"):
+        if candidate and run([candidate, "-m", "pip", "--version"], check=False).returncode == 0:
+            return candidate
+    raise TestbedError("no Python with pip found to download the Jupyter wheels")
 
 
 def _python311() -> str:
@@ -131,7 +140,11 @@ def code_hash() -> str:
 
 
 def ensure_code_image() -> str:
-    """Build (or reuse) the code-interpreter image; return its tag."""
+    """Build (or reuse) the code-interpreter image; return the tag to create sandboxes with:
+    `opensandbox/code-interpreter:v1.1.0` where that is ours (the core gives sandboxes of the
+    code-interpreter tags their entrypoint, which starts the Jupyter server; for other tags it
+    gives `tail -f /dev/null`), else CODE_TAG (then pass the entrypoint
+    `/opt/code-interpreter/code-interpreter.sh` yourself)."""
     _images.ensure_sandbox_image()
     want = code_hash()
     if _images.is_current(CODE_TAG, want):
@@ -175,5 +188,4 @@ def ensure_code_image() -> str:
                 ],
             )
         _images.retire(old, CODE_TAG)
-    _images.alias(CODE_TAG, CODE_ALIAS)
-    return CODE_TAG
+    return CODE_ALIAS if _images.alias(CODE_TAG, CODE_ALIAS) else CODE_TAG

@@ -364,9 +364,10 @@ class _Run:
         self._send(event)
 
     def run(self) -> None:
+        taken = self.ctx.busy.acquire(blocking=False)  # before init: a run that sent it holds
         self.stream.send(init_event(self.ctx.id))
         self.stream.start_pings()
-        if not self.ctx.busy.acquire(blocking=False):
+        if not taken:
             if config.code_knob("OSB_EXECD_CODE_BUSY") == "event":
                 self.stream.send(_error_event("ContextBusy", BUSY["message"], []))
             else:
@@ -376,7 +377,8 @@ class _Run:
         try:
             self._execute()
         finally:
-            self.ctx.busy.release()
+            self.ctx.busy.release()  # before the stream ends: a client may send the next run
+        self.stream.finish()
 
     def _execute(self) -> None:
         self.started = time.monotonic()
@@ -385,7 +387,6 @@ class _Run:
         except JupyterError as e:
             _log(str(e))
             self.stream.send(_error_event("RuntimeError", str(e), []))
-            self.stream.finish()
             return
         try:
             req = execute_request(self.code, self.ctx.id)
@@ -405,7 +406,6 @@ class _Run:
                 self.ended = True
         finally:
             ws.close()
-        self.stream.finish()
 
     def _read(self, ws: KernelSocket) -> None:
         while True:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn
@@ -26,20 +25,20 @@ from typing import Any, Final, NoReturn
 from opensandbox_core import _validate
 from opensandbox_core._commands._run import CommandRunner, Lifecycle
 from opensandbox_core._defaults import DEFAULT, _Default
-from opensandbox_core._errors import ExecdError, ServerError
+from opensandbox_core._errors import ExecdError, OpenSandboxError, ServerError
 from opensandbox_core._files._paths import resolve
 from opensandbox_core._wire import _code as wire
 from opensandbox_core._wire._events import Context
 
-from . import _kernel, _probe
+from . import _probe
 from ._errors import (
     CodeContextBusyError,
     CodeContextNotFoundError,
     CodeInterpreterUnavailableError,
     CodeTimeoutError,
 )
-from ._model import CodeContext, Execution, StreamState
-from ._runner import RECORD_DIR, CodeOutput, Kernel, RunFailed, execute, fetch, stream
+from ._model import CodeContext, Execution
+from ._runner import CodeOutput, Kernel, RunFailed, execute, prepare
 
 __all__ = ["CodeInterpreter"]
 
@@ -47,7 +46,6 @@ logger = logging.getLogger(__name__)
 
 _CREATE_LIMIT: Final = 60.0  # a create for a language known to have a kernel
 _UNSURE_LIMIT: Final = 15.0  # ... when nothing said whether it has one (execd never answers then)
-_SETUP_LIMIT: Final = 120.0  # a new kernel's first cell (its start; bash_kernel's takes ~3 s)
 
 
 @dataclass
@@ -174,7 +172,6 @@ class CodeInterpreter:
         except Exception as exc:
             await self._life.fail(exc, "delete a code context", execd=ctx.execd)
         self._forget(context_id)
-        ctx.execd.discard_later([f"{RECORD_DIR}/{context_id}"])
 
     async def interrupt(self, context: CodeContext | str) -> None:
         """Interrupt the code running in a context (as Ctrl-C: the run ends with
@@ -335,47 +332,14 @@ class CodeInterpreter:
             await asyncio.shield(asyncio.ensure_future(delete()))
 
     async def _prepare(self, ctx: Context, kernel: Kernel) -> None:
-        """The setup cell (recorder, cwd, the kernel's process); for a default context (no id
-        yet) it also makes the context and learns its id."""
-        info_path = f"{RECORD_DIR}/{uuid.uuid4().hex}.info"
-        if kernel.language == "python":
-            code = _kernel.python_setup(info_path, kernel.cwd)
-        elif kernel.language == "bash":
-            code = _kernel.bash_setup(info_path, kernel.cwd)
-        else:
-            code = None
-        if code is None and kernel.id:
-            kernel.prepared = True
-            return
-        context: dict[str, str] = {"language": kernel.language}
-        if kernel.id:
-            context["id"] = kernel.id
-        state = StreamState()
         try:
-            async with asyncio.timeout(_SETUP_LIMIT):
-                await stream(ctx, {"code": code or "None", "context": context}, state, None)
+            await prepare(ctx, kernel, self._life.sandbox_id)
         except RunFailed as exc:
             await self._refused(ctx, kernel, exc)
-        except TimeoutError:
-            raise ServerError(
-                f"The {kernel.language} kernel of sandbox {self._life.sandbox_id} did not run "
-                f"its first cell within {_SETUP_LIMIT:g} s.",
-                retryable=True,
-            ) from None
+        except OpenSandboxError:
+            raise
         except Exception as exc:
             await self._life.fail(exc, "set up a code context", execd=ctx.execd)
-        if not kernel.id:
-            kernel.id = state.context_id or ""
-            if not kernel.id:
-                raise ServerError("execd ran code in a default context but sent no context id.")
-        if state.error is not None:
-            raise ServerError(
-                f"Could not set up code context {kernel.id} (cwd {kernel.cwd!r}): "
-                f"{state.error.name}: {state.error.value}"
-            )
-        data = None if code is None else await fetch(ctx, info_path)
-        kernel.info = None if data is None else _kernel.parse_info(data)
-        kernel.prepared = True
 
     # -- runs -------------------------------------------------------------------------------
     async def _run_in(

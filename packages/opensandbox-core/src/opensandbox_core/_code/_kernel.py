@@ -143,7 +143,8 @@ def setup(info_path, cwd):
         recorder.install()
         ip._opensandbox_recorder = recorder
     if cwd:
-        os.chdir(os.path.expanduser(os.path.expandvars(cwd)))
+        os.makedirs(cwd, exist_ok=True)
+        os.chdir(cwd)
     os.makedirs(os.path.dirname(info_path), exist_ok=True)
     with open(info_path + ".part", "w", encoding="utf-8") as f:
         f.write("%d\n%s\n%s\n" % (os.getpid(), started(), os.getcwd()))
@@ -173,8 +174,9 @@ _BASH_RUN = (
 
 
 def python_setup(info_path: str, cwd: str | None) -> str:
-    """The cell that installs the recorder (once per kernel), enters `cwd` and writes
-    `info_path`; it defines no name in the user's namespace."""
+    """The cell that installs the recorder (once per kernel), makes and enters `cwd` (an
+    absolute path, taken literally) and writes `info_path`; it defines no name in the user's
+    namespace."""
     source = _RECORDER + f"\nsetup({info_path!r}, {cwd!r})\n"
     packed = base64.b64encode(source.encode()).decode()
     return (
@@ -188,7 +190,7 @@ def python_cell(code: str, record_path: str) -> str:
 
 
 def bash_setup(info_path: str, cwd: str | None) -> str:
-    enter = f"cd -- {shlex.quote(cwd)} && " if cwd else ""
+    enter = f"mkdir -p -- {shlex.quote(cwd)} && cd -- {shlex.quote(cwd)} && " if cwd else ""
     return _BASH_SETUP.format(info=shlex.quote(info_path), cd=enter)
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
 from opensandbox_core._commands._run import CommandRunner
-from opensandbox_core._errors import ExecdError
+from opensandbox_core._errors import ExecdError, ServerError
 from opensandbox_core._wire._code import code_events, interrupt_code
 from opensandbox_core._wire._events import Context
 
@@ -28,7 +28,7 @@ from . import _kernel
 from ._kernel import KernelInfo, Record
 from ._model import CodeError, Execution, StreamState, from_record
 
-__all__ = ["Kernel", "Outcome", "RunFailed", "execute", "fetch", "stream"]
+__all__ = ["Kernel", "Outcome", "RunFailed", "execute", "fetch", "prepare", "stream"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +38,7 @@ FIRST_CHECK: Final = 1.5  # seconds into a run before the kernel's process is fi
 CHECK_EVERY: Final = 2.0
 _AFTER_INTERRUPT: Final = 5.0  # how long an interrupted run may take to end
 _RECORD_WAITS: Final = (0.0, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8)
+_SETUP_LIMIT: Final = 120.0  # a new kernel's first cell (its start; bash_kernel's takes ~3 s)
 RECORD_DIR: Final = "/tmp/.opensandbox-code"  # noqa: S108 - inside the sandbox, random names
 
 
@@ -129,6 +130,43 @@ async def _download(ctx: Context, path: str) -> bytes | None:
             return None
         raise
     return b"".join(parts)
+
+
+async def prepare(ctx: Context, kernel: Kernel, sandbox_id: str | None) -> None:
+    """The setup cell (`_kernel`: recorder, cwd, the kernel's process); for a default context
+    (no id yet) it also makes the context and learns its id. execd's refusals are `RunFailed`."""
+    info_path = f"{RECORD_DIR}/{uuid.uuid4().hex}.info"
+    if kernel.language == "python":
+        code: str | None = _kernel.python_setup(info_path, kernel.cwd)
+    elif kernel.language == "bash":
+        code = _kernel.bash_setup(info_path, kernel.cwd)
+    else:
+        code = None
+    if code is None and kernel.id:
+        kernel.prepared = True
+        return
+    context = {"language": kernel.language} | ({"id": kernel.id} if kernel.id else {})
+    state = StreamState()
+    try:
+        async with asyncio.timeout(_SETUP_LIMIT):
+            await stream(ctx, {"code": code or " ", "context": context}, state, None)
+    except TimeoutError:
+        raise ServerError(
+            f"The {kernel.language} kernel of sandbox {sandbox_id} did not run its first cell "
+            f"within {_SETUP_LIMIT:g} s.",
+            retryable=True,
+        ) from None
+    kernel.id = kernel.id or state.context_id or ""
+    if not kernel.id:
+        raise ServerError("execd ran code in a default context but sent no context id.")
+    if state.error is not None:
+        raise ServerError(
+            f"Could not set up code context {kernel.id} in sandbox {sandbox_id} (cwd "
+            f"{kernel.cwd!r}): {state.error.name}: {state.error.value}"
+        )
+    data = None if code is None else await fetch(ctx, info_path)
+    kernel.info = None if data is None else _kernel.parse_info(data)
+    kernel.prepared = True
 
 
 async def execute(

@@ -39,7 +39,9 @@ __all__ = ["CellHandler", "FakeCell", "FakeCodeInterpreter", "FakeKernel"]
 _MARK = "# opensandbox-run "
 _KNOWN = ("python", "bash", "java", "javascript", "typescript", "go", "r")
 _PY_SETUP = re.compile(r"b64decode\('([A-Za-z0-9+/=]+)'\)")
-_BASH_SETUP = re.compile(r'mkdir -p -- "\$\(dirname -- (\S+)\)" && (?:cd -- (.+?) && )?\{')
+_BASH_SETUP = re.compile(
+    r'mkdir -p -- "\$\(dirname -- (\S+)\)" && (?:mkdir -p -- (.+?) && cd -- .+? && )?\{'
+)
 _BASH_RUN = re.compile(r"^__osb_p=(\S+); .*printf %s (\S+) \| base64 -d")
 _ALIVE = re.compile(r"/proc/(\d+)/stat")
 
