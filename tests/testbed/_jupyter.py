@@ -188,4 +188,5 @@ def ensure_code_image() -> str:
                 ],
             )
         _images.retire(old, CODE_TAG)
+        layer.unlink()  # 470 MB: the image holds it now
     return CODE_ALIAS if _images.alias(CODE_TAG, CODE_ALIAS) else CODE_TAG

@@ -1283,7 +1283,9 @@ def _compare_code_exchange(case: str, i: int, ex: dict[str, Any], live: Live) ->
         d("ping count", f"1 + one per 3 s of {span:.0f} ms", pings)
     completes = [k for k, (_ms, t, _x) in enumerate(got) if t == "execution_complete"]
     rec_completes = sum(1 for _ms, t, _x in rec if t == "execution_complete")
-    if len(completes) != rec_completes and not live.closed_by_client:
+    # (a client that left, or a run that hangs after its kernel died: whether an idle came
+    # first, Jupyter's nudge, is a race there)
+    if len(completes) != rec_completes and not live.closed_by_client and not gave_up:
         d("execution_complete", f"{rec_completes} event(s)", f"{len(completes)}")
     rec_out = _merge_streams([(t, x) for _ms, t, x in rec if t in _KERNEL_OUTPUT])
     got_out = _merge_streams([(t, x) for _ms, t, x in got if t in _KERNEL_OUTPUT])
