@@ -15,12 +15,12 @@ from opensandbox_core import (
     CodeError,
     CodeInterpreterUnavailableError,
     CodeResult,
-    CodeTool,
     ConfigurationError,
     Execution,
     SandboxSpec,
 )
 from opensandbox_core._code_tools._render import MAX_IMAGE_BYTES, MAX_IMAGES, render
+from opensandbox_core.adapters import CodeTool
 from opensandbox_core.testing import FakeCell, FakeCodeInterpreter, FakeKernel, FakeOpenSandbox
 
 pytestmark = pytest.mark.filterwarnings("ignore::opensandbox_core.InsecureSandboxWarning")

@@ -19,10 +19,9 @@ from langchain_core.tools import BaseTool, StructuredTool
 from opensandbox_core import (
     CodeContext,
     CodeInterpreterUnavailableError,
-    CodeTool,
-    CodeToolResult,
     run_blocking,
 )
+from opensandbox_core.adapters import CodeTool, CodeToolResult
 
 from ._backend import OpenSandboxBackend
 from ._threads import ThreadSandboxBackend

@@ -23,8 +23,6 @@ from ._code import (
     CodeTimeoutError,
     Execution,
 )
-from ._code_tools._render import CodeImage, CodeToolResult
-from ._code_tools._tool import CodeTool
 from ._commands._background import BackgroundProcess, OutputChunk, ProcessStatus
 from ._commands._facet import Commands
 from ._commands._offload import OffloadedRun
@@ -116,13 +114,10 @@ __all__ = [
     "CodeContextBusyError",
     "CodeContextNotFoundError",
     "CodeError",
-    "CodeImage",
     "CodeInterpreter",
     "CodeInterpreterUnavailableError",
     "CodeResult",
     "CodeTimeoutError",
-    "CodeTool",
-    "CodeToolResult",
     "CommandResult",
     "CommandTimeoutError",
     "Commands",

@@ -21,9 +21,8 @@ from pydantic_ai.toolsets import FunctionToolset
 from opensandbox_core import (
     CodeContext,
     CodeInterpreterUnavailableError,
-    CodeTool,
-    CodeToolResult,
 )
+from opensandbox_core.adapters import CodeTool, CodeToolResult
 
 from ._backend import OpenSandboxBackend
 from ._capability import OpenSandbox, _innermost_backend
