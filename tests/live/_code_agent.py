@@ -10,7 +10,6 @@ kept its state and is free again). The sandboxes run the testbed's code-interpre
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 CODE_ENTRYPOINT = ["/opt/code-interpreter/code-interpreter.sh"]
@@ -18,10 +17,12 @@ CODE_ENTRYPOINT = ["/opt/code-interpreter/code-interpreter.sh"]
 `opensandbox/code-interpreter` images by default; the testbed's own tag needs it named."""
 
 
-def code_image(testbed_env: Mapping[str, str]) -> str:
-    """The testbed's code-interpreter image by its own tag (`OSB_TESTBED_CODE_IMAGE`): the
-    `opensandbox/code-interpreter:v1.1.0` alias is a tag other work trees' testbeds may move."""
-    return testbed_env.get("OSB_TESTBED_CODE_IMAGE") or "opensandbox/code-interpreter:v1.1.0"
+def code_image() -> str:
+    """The testbed's code-interpreter image by its own tag (`OSB_TESTBED_CODE_IMAGE` may name the
+    `opensandbox/code-interpreter:v1.1.0` alias, a tag other testbeds on the host may move)."""
+    from testbed._jupyter import CODE_TAG
+
+    return CODE_TAG
 
 
 CHART_FILE = "code-chart.png"

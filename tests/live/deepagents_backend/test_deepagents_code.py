@@ -89,9 +89,7 @@ def _images(message: BaseMessage) -> list[tuple[bytes, str]]:
 
 @pytest.fixture(scope="module")
 def code_backend(testbed_env: dict[str, str]) -> Iterator[OpenSandboxBackend]:
-    with OpenSandboxBackend.create(
-        image=code_image(testbed_env), entrypoint=CODE_ENTRYPOINT
-    ) as created:
+    with OpenSandboxBackend.create(image=code_image(), entrypoint=CODE_ENTRYPOINT) as created:
         yield created
 
 

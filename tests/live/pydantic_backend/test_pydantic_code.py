@@ -55,9 +55,9 @@ def respond(next_step: tuple[str, dict[str, object]] | str, n: int) -> ModelResp
 
 
 async def test_pydantic_agent_runs_code_in_a_kernel_of_the_sandbox(
-    make_backend: Callable[..., OpenSandboxBackend], testbed_env: dict[str, str]
+    make_backend: Callable[..., OpenSandboxBackend],
 ) -> None:
-    backend = make_backend(image=code_image(testbed_env), entrypoint=CODE_ENTRYPOINT)
+    backend = make_backend(image=code_image(), entrypoint=CODE_ENTRYPOINT)
     requests: list[ModelMessage] = []
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -79,7 +79,7 @@ async def test_pydantic_agent_runs_code_in_a_kernel_of_the_sandbox(
 
 
 async def test_pydantic_the_kernel_carries_over_to_a_later_run(
-    created_refs: list[WorkspaceRef], testbed_env: dict[str, str]
+    created_refs: list[WorkspaceRef],
 ) -> None:
     def scripted(code: str, answer: str) -> FunctionModel:
         def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -92,7 +92,7 @@ async def test_pydantic_the_kernel_carries_over_to_a_later_run(
         return FunctionModel(model)
 
     code = OpenSandboxCodeInterpreter()
-    sandbox = OpenSandbox(image=code_image(testbed_env), entrypoint=CODE_ENTRYPOINT)
+    sandbox = OpenSandbox(image=code_image(), entrypoint=CODE_ENTRYPOINT)
     agent = Agent(capabilities=[sandbox, code])
     first = await agent.run("Set y.", model=scripted("y = 'kept'", "set"))
     ref = first.workspace.ref
