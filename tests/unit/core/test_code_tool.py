@@ -184,6 +184,8 @@ def test_construction_checks_and_describes() -> None:
     schema = tool.schema()
     assert schema["required"] == ["code"] and schema["properties"]["timeout"]["default"] == 5
     assert "plt.show()" in CodeTool().description
+    assert "starts in the sandbox's working directory" in CodeTool().description
+    assert "working directory" not in CodeTool(context="ctx-1").description
     for bad in ({"timeout": 0}, {"timeout": 7200}, {"max_output": 0}, {"language": "command"}):
         with pytest.raises(ConfigurationError):
             CodeTool(**bad)  # type: ignore[arg-type]

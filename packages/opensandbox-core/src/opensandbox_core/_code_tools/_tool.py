@@ -117,12 +117,16 @@ class CodeTool:
                 "",
             ),
         )
+        where = (
+            " It starts in the sandbox's working directory and shares the files of the other tools."
+            if self._given is None
+            else " It shares the files of the other tools."
+        )
         return (
             f"Run {what} in the sandbox, and return what it printed, the value of its last "
             "expression, what it displayed and any error with its traceback. The kernel keeps "
             f"its state between calls, like the cells of one notebook: {state}, so build on "
-            "earlier calls instead of repeating them." + extra + " It starts in the sandbox's "
-            "working directory and shares the files of the other tools. A run longer than "
+            "earlier calls instead of repeating them." + extra + where + " A run longer than "
             f"`timeout` seconds (default {self._timeout:g}) is interrupted, as with Ctrl-C; "
             "the kernel keeps its state."
         )
