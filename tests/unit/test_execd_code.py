@@ -202,13 +202,8 @@ def test_execution_complete_first_idle_or_last(
     cid = fixed.context()
     for _ in range(3):
         events, _ = fixed.run("print('x')\n1", id=cid, language="python")
-        assert kinds(events) == [
-            "init",
-            "stdout",
-            "execution_count",
-            "result",
-            "execution_complete",
-        ]
+        assert kinds(events)[0] == "init" and set(kinds(events)[1:-3]) == {"stdout"}
+        assert kinds(events)[-3:] == ["execution_count", "result", "execution_complete"]
     early = CodeDaemon(workdir, jupyter, OSB_EXECD_CODE_COMPLETE="early")
     try:
         events, _ = early.run("import time\ntime.sleep(0.3)\nprint('late')", language="python")
@@ -318,10 +313,9 @@ def test_late_output_kept_on_every_run(fixed: CodeDaemon) -> None:
     cid = fixed.context()
     for _ in range(5):
         events, _ = fixed.run("print('a')\n'b'", id=cid, language="python")
-        assert [e["type"] for e in events if e["type"] in ("stdout", "result")] == [
-            "stdout",
-            "result",
-        ]
+        # (the kernel may send the line and its newline as two messages on a loaded host)
+        assert "".join(e["text"] for e in events if e["type"] == "stdout") == "a\n"
+        assert kinds(events)[-3:] == ["execution_count", "result", "execution_complete"]
 
 
 def test_a_knob_value_it_cannot_use_stops_the_daemon(workdir: Path) -> None:

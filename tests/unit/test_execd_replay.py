@@ -38,8 +38,10 @@ def _replay_or_reason(version: str) -> Replayed | replay.ReplayUnavailable:
 def replayed() -> Iterator[Callable[[str], Replayed]]:
     """The replay of each version, run once per session, all versions at the same time.
 
-    Each version runs in a process of its own (its own daemon, private /tmp and port), so the
-    two replays do not share a GIL; together they take about as long as one (~115 s).
+    Each version runs in a process of its own (its own daemons, private /tmp and ports), so the
+    two replays do not share a GIL; together they take about as long as one: ~115 s for the
+    cases before the code interpreter, then the `code_*` cases with their Jupyter server (the
+    recorded runs last ~110 s; 3-5 min in all on the loaded 2-core machine).
     """
     futures: dict[str, Future[Replayed | replay.ReplayUnavailable]] = {}
     pool = ProcessPoolExecutor(
@@ -582,3 +584,15 @@ def test_code_bash_restart_after_an_interrupt_is_one_of_two_outcomes() -> None:
     other = b'{"type":"stdout","text":"something else\\n","timestamp":1}\n\n'
     _with_chunks(live, [*live.chunks, (90.0, other)])
     assert _whats(case19, lives19) != []
+
+
+def test_code_cases_get_the_code_runs_daemon_and_jupyter_and_no_jupyter_its_own() -> None:
+    rec = replay.load("v1.0.19")
+    groups = replay._groups(rec, rec["cases"])
+    assert [(len(g), jup) for _ctx, jup, g in groups] == [(66, False), (1, False), (21, True)]
+    plain, alone, code = groups
+    assert plain[0] is rec["daemon"] and "JUPYTER_HOST" not in plain[0]["env"]
+    assert [c["name"] for c in alone[2]] == ["code_no_jupyter"]
+    assert "JUPYTER_HOST" not in alone[0]["env"] and alone[0]["args"][1] == "44773"
+    assert code[0] is rec["code_run"]["daemon"]
+    assert code[0]["env"]["JUPYTER_HOST"] == "http://127.0.0.1:44771"
