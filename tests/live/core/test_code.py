@@ -14,12 +14,14 @@ import pytest
 
 from opensandbox_core import (
     AsyncSandboxSession,
+    CodeContextBusyError,
     CodeContextNotFoundError,
     CodeInterpreterUnavailableError,
     CodeTimeoutError,
     SandboxSession,
     SandboxSpec,
 )
+from testbed._jupyter import CODE_TAG
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
@@ -31,8 +33,12 @@ ENTRYPOINT = ["/opt/code-interpreter/code-interpreter.sh"]  # starts the Jupyter
 
 @pytest.fixture
 def code_spec(testbed_env: dict[str, str]) -> SandboxSpec:
-    image = testbed_env.get("OSB_TESTBED_CODE_IMAGE") or "opensandbox/code-interpreter:v1.1.0"
-    return SandboxSpec(image=image, entrypoint=ENTRYPOINT)
+    # The testbed's own tag: `opensandbox/code-interpreter:v1.1.0` is an alias that a testbed of
+    # an older tree may point at its plain sandbox image (no Jupyter) while this runs.
+    image = testbed_env.get("OSB_TESTBED_CODE_IMAGE") or CODE_TAG
+    return SandboxSpec(
+        image=CODE_TAG if image.startswith("opensandbox/") else image, entrypoint=ENTRYPOINT
+    )
 
 
 @pytest.fixture
@@ -172,3 +178,29 @@ def test_the_blocking_twin(code_spec: SandboxSpec) -> None:
         ctx = sb.code.create_context()
         assert sb.code.run("6 * 7", context=ctx).text == "42"
         sb.code.delete_context(ctx)
+
+
+async def test_interrupt_cancellation_and_a_foreign_busy_run(
+    session: AsyncSandboxSession,
+) -> None:
+    ctx = await session.code.create_context()
+    await session.code.run("x = 1", context=ctx)
+    running = asyncio.ensure_future(
+        session.code.run("import time\nprint('a', flush=True)\ntime.sleep(30)", context=ctx)
+    )
+    await asyncio.sleep(3)
+    other = AsyncSandboxSession.attach(session.id or "")
+    async with other:
+        with pytest.raises(CodeContextBusyError) as busy:
+            await other.code.run("1", context=ctx.id)
+        assert ctx.id in str(busy.value)
+    await session.code.interrupt(ctx)
+    interrupted = await asyncio.wait_for(running, 20)
+    assert interrupted.error is not None and interrupted.error.name == "KeyboardInterrupt"
+    assert interrupted.stdout == "a\n"
+    task = asyncio.ensure_future(session.code.run("import time; time.sleep(30)", context=ctx))
+    await asyncio.sleep(3)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert (await session.code.run("x + 1", context=ctx, timeout=30)).text == "2"

@@ -152,8 +152,7 @@ class CodeInterpreter:
         for item in found:
             context_id, kind = str(item.get("id") or ""), str(item.get("language") or "")
             known = self._kernels.get(context_id)
-            cwd = known.cwd if known is not None and known.info is None else None
-            cwd = known.info.cwd if known is not None and known.info is not None else cwd
+            cwd = None if known is None else self._public(known).cwd
             listed.append(CodeContext(context_id, kind, cwd))
         return listed
 

@@ -57,17 +57,18 @@ class CodeError:
 class CodeResult:
     """One display of a run (`display()`, a shown figure) or its last expression's value
     (`is_main_result`). Each field holds its MIME type's value when the bundle had it: `png` and
-    `jpeg` as decoded bytes, `json` as the decoded value; `mime` is the whole bundle as sent."""
+    `jpeg` as decoded bytes, `json` as the decoded value; `mime` is the whole bundle as sent.
+    `repr()` leaves out the images and the bundle (they can be megabytes)."""
 
     text: str | None = None
     html: str | None = None
     markdown: str | None = None
     svg: str | None = None
-    png: bytes | None = None
-    jpeg: bytes | None = None
+    png: bytes | None = field(default=None, repr=False)
+    jpeg: bytes | None = field(default=None, repr=False)
     json: Any = None
     latex: str | None = None
-    mime: Mapping[str, Any] = field(default_factory=dict)
+    mime: Mapping[str, Any] = field(default_factory=dict, repr=False)
     is_main_result: bool = False
 
     @classmethod

@@ -189,7 +189,9 @@ async def execute(
     try:
         ended = await _watch(task, commands, kernel, limit)
     except asyncio.CancelledError:
-        await _stop(ctx, kernel.id, task, wait=0.0)
+        # The interrupted run is waited for (bounded; shielded), so that the context is free
+        # when the caller's next run comes: execd would answer it "busy" meanwhile.
+        await _stop(ctx, kernel.id, task, wait=_AFTER_INTERRUPT)
         raise
     if ended == "died":
         await _stop(ctx, None, task, wait=0.0)

@@ -13,7 +13,7 @@ from ._values import ArgumentTypeError, path
 __all__ = ["code_context", "code_cwd", "code_language", "code_text"]
 
 _LANGUAGE: Final = re.compile(r"[a-z][a-z0-9_+.-]{0,63}")
-_CONTEXT_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+_CONTEXT_ID: Final = re.compile(r"[^\x00-\x1f\x7f]{1,256}")
 
 
 def code_text(value: object) -> str:
@@ -62,6 +62,9 @@ def code_context(value: object, context_type: type[Any]) -> tuple[str, str | Non
 
 
 def _context_id(value: object) -> str:
+    """Any id execd could have given (Jupyter's are UUIDs): unknown ones are execd's to refuse
+    (`CodeContextNotFoundError`); only an empty one, or one with control characters, is
+    malformed."""
     if not isinstance(value, str) or not _CONTEXT_ID.fullmatch(value.strip()):
         raise ConfigurationError(f"{value!r} is not a code context id.")
     return value.strip()
