@@ -35,8 +35,9 @@ The core's own calls (`_calls`, core only): `volume`, `egress_rule`, `network_po
 The code facet's checks (`_code`, core only): `code_text`, `code_language`, `code_context`,
 `code_cwd`.
 
-The terminal tools' checks (`_tools`, core only): `tool_spec`, `tool_arguments` (a model's tool
-call), `tool_text`, `keys_text`, `wait_pattern`, `tool_wait`, `rebound_session`.
+The agent tools' checks (`_tools`, core only): `tool_spec`, `tool_arguments` (a model's tool
+call), `tool_text`, `keys_text`, `wait_pattern`, `tool_wait`, `rebound_session` (the terminal
+tools); `run_timeout` (the code tool).
 """
 
 from ._calls import create_options as create_options
@@ -71,6 +72,7 @@ from ._code import code_language as code_language
 from ._code import code_text as code_text
 from ._tools import keys_text as keys_text
 from ._tools import rebound_session as rebound_session
+from ._tools import run_timeout as run_timeout
 from ._tools import tool_arguments as tool_arguments
 from ._tools import tool_spec as tool_spec
 from ._tools import tool_text as tool_text
