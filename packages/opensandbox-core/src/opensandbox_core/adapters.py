@@ -43,7 +43,6 @@ from ._agent._run import (
     run_for_agent,
     timed_out_output,
 )
-from ._agent._terminals import ScopedTerminalTools
 from ._agent._transfers import (
     TRANSFER_CODES,
     CheckedTransfer,
@@ -53,6 +52,7 @@ from ._agent._transfers import (
     upload_checked,
 )
 from ._keywords import takes_keywords, takes_keywords_after_id
+from ._terminal_tools._scoped import ScopedTerminalTools
 from ._validate._calls import split_snapshot
 
 __all__ = [

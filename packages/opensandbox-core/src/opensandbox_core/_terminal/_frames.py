@@ -104,4 +104,3 @@ def stdin_frame(data: bytes) -> bytes:
 def resize_frame(cols: int, rows: int) -> str:
     """A new window size (execd applies it before the next stdin frame)."""
     return json.dumps({"type": "resize", "cols": cols, "rows": rows}, separators=(",", ":"))
-
