@@ -6,6 +6,7 @@ frames give them; the terminal errors' one base class; the per-scope registry of
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import threading
 from collections.abc import AsyncIterator
@@ -231,6 +232,35 @@ def test_execds_exit_frame_gives_a_code_only_when_it_knows_one(
     decoded = _frames.decode(frame)
     assert isinstance(decoded, _frames.Control)
     assert decoded.exit_code == code
+
+
+@pytest.mark.parametrize(
+    ("command", "keys", "code"),
+    [
+        ("exit 5", "", 5),
+        ("kill -TERM $$", "", -15),
+        ("exit 143", "", -15),  # the fallback's limit: bash's $? says 143 for both
+        (None, "kill -9 $$\r", -9),  # the interactive shell killed
+        (None, "exit 4\r", 4),
+    ],
+)
+async def test_without_perl_the_exit_code_comes_from_bash(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    command: str | None,
+    keys: str,
+    code: int,
+) -> None:
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    (shims / "perl").write_text("#!/bin/sh\nexit 127\n")  # an image without perl
+    (shims / "perl").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}:{os.environ['PATH']}")
+    async with fake_env(tmp_path) as env, await env.open(command) as term:
+        if keys:
+            await asyncio.sleep(0.2)
+            await term.write(keys)
+        assert await term.wait(10) == code
 
 
 def test_the_terminal_errors_have_one_base() -> None:
