@@ -30,13 +30,16 @@ so the program's parent is a small perl waiter (`_WAITER`) that reads the real w
 hands it to the wrapper; it also takes the terminal back for the wrapper when an interactive
 shell was killed while it had the terminal (job control). Images without perl (every Debian and
 Ubuntu image has it, as `perl-base`) fall back to bash's `$?`, with 129-143 of the signals that
-kill (HUP, INT, QUIT, ABRT, KILL, PIPE, TERM) read as those signals.
+kill (HUP, INT, QUIT, ABRT, KILL, PIPE, TERM) read as those signals. `DELETE /pty` kills the
+wrapper's process group (the wrapper, the waiter, a command); an interactive shell and its jobs
+are in groups of their own (job control), and end as under execd's own shell: the kernel hangs
+up the terminal's foreground group when its session leader, the wrapper, is gone.
 
 The line is one `eval` of one word in `$'...'` quoting, printable ASCII only (`\\xHH` for the
 rest, `!` included), so readline inserts every character as typed (no completion, history
 expansion or key bindings) and every byte of the command reaches bash exactly. It also gives
-the terminal's programs SIGINT and SIGQUIT at their defaults (`_DEFAULT_SIGNALS`). The setup ends by printing the ready mark;
-`OutputFilter` drops what came before it (the first prompt, the echo) and the end mark, so the
+the terminal's programs SIGINT and SIGQUIT at their defaults (`_DEFAULT_SIGNALS`). The setup
+ends by printing the ready mark; `OutputFilter` drops what came before it (the first prompt, the echo) and the end mark, so the
 terminal's output is exactly what its program printed.
 
 What the end mark says is the exit code (`OutputFilter.end_status`). A process that ends without
