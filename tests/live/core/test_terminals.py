@@ -147,6 +147,13 @@ async def test_exit_codes(
 
 
 @module_loop
+async def test_ctrl_c_right_after_open_reaches_the_command(session: AsyncSandboxSession) -> None:
+    async with session.terminals.open("sleep 600") as term:
+        await term.interrupt()  # at once: the setup never takes it, the command does
+        assert await term.wait(30) == -2
+
+
+@module_loop
 async def test_command_starts_in_cwd_with_its_own_process(session: AsyncSandboxSession) -> None:
     await session.files.make_dir("/tmp/term cwd $x")
     async with session.terminals.open("pwd; tty; echo $$", cwd="/tmp/term cwd $x") as term:

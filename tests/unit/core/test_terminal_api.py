@@ -234,6 +234,15 @@ def test_execds_exit_frame_gives_a_code_only_when_it_knows_one(
     assert decoded.exit_code == code
 
 
+async def test_ctrl_c_right_after_open_reaches_the_command(env: Env) -> None:
+    # The ready mark is printed as the command starts, and the setup ignores SIGINT until
+    # then: a Ctrl-C at once ends the command (-2), never the setup (no exit code).
+    for _ in range(3):
+        async with Terminals(env.life).open("sleep 600") as term:
+            await term.interrupt()
+            assert await term.wait(10) == -2
+
+
 @pytest.mark.parametrize(
     ("command", "keys", "code"),
     [

@@ -61,18 +61,19 @@ _SAFE: Final = frozenset(set(range(0x20, 0x7F)) - set(b"'\\!"))
 _WAIT_ACK: Final = "while read -rsn1 k; do [ \"$k\" = $'\\006' ] && break; done"
 _SIGNAL_STATUS: Final = "129|130|131|134|137|141|143"
 _WAITER: Final = (
-    "use POSIX (); my $g = getpgrp; $SIG{INT} = $SIG{QUIT} = $SIG{TTOU} = q(IGNORE); "
-    "my $p = fork; exit 1 unless defined $p; "
+    "use POSIX (); my $ready = shift; my $g = getpgrp; "
+    "$SIG{INT} = $SIG{QUIT} = $SIG{TTOU} = q(IGNORE); my $p = fork; exit 1 unless defined $p; "
     "if ($p == 0) { $SIG{INT} = $SIG{QUIT} = $SIG{TTOU} = q(DEFAULT); POSIX::close(3); "
-    "exec {$ARGV[0]} @ARGV; POSIX::_exit(127) } "
+    "syswrite(STDOUT, $ready); exec {$ARGV[0]} @ARGV; POSIX::_exit(127) } "
     "my $r; do { $r = waitpid($p, 0) } while ($r < 0 && $!{EINTR}); exit 1 if $r != $p; "
     "my $s = $?; POSIX::tcsetpgrp(0, $g) if -t STDIN; open(my $o, q(>&=3)) or exit 1; "
     "print $o ($s & 127 ? -($s & 127) : $s >> 8)"
 )
-"""`perl -e _WAITER CMD...`: run CMD as a child (SIGINT, SIGQUIT at their defaults; the waiter
-ignores them, as a shell waiting for a command does), wait for it, give the terminal's
-foreground back to the waiter's process group, and write CMD's exit code to fd 3 as `subprocess`
-gives it (`-N`: signal N). The child does not inherit fd 3."""
+"""`perl -e _WAITER READY CMD...`: print READY and run CMD as a child (SIGINT, SIGQUIT at their
+defaults; the waiter ignores them, as a shell waiting for a command does), wait for it, give the
+terminal's foreground back to the waiter's process group, and write CMD's exit code to fd 3 as
+`subprocess` gives it (`-N`: signal N). The child does not inherit fd 3; it prints READY (the
+ready mark, or nothing) right before it becomes CMD, so a Ctrl-C after the mark reaches CMD."""
 _DEFAULT_SIGNALS: Final = (
     "osb_exec() { if env --default-signal=INT,QUIT true 2>/dev/null; then "
     'exec env --default-signal=INT,QUIT "$@"; fi; '
@@ -114,14 +115,15 @@ def _typed(script: str) -> bytes:
 
 def _wrapper(terminal_id: str, *, ready: bool) -> str:
     """The `bash -c` script that runs its arguments as the terminal's program (module
-    docstring); `ready`: it prints the ready mark itself (a command; an interactive shell's
-    first prompt prints it)."""
+    docstring); `ready`: the ready mark is printed as the program starts (a command; an
+    interactive shell's first prompt prints it). SIGINT and SIGQUIT are ignored by the wrapper
+    (and so by the waiter from its start) and reset for the program."""
+    mark = quoted(_MARK.format(id=terminal_id) + "ready\x07") if ready else "''"
     return (
-        "trap : INT QUIT; "
-        + (f"{_printf_mark(terminal_id, 'ready')}; " if ready else "")
-        + "if perl -MPOSIX -e 1 2>/dev/null; then "
-        + f'{{ st=$(perl -e {quoted(_WAITER)} "$@" 3>&1 >&4 4>&-); }} 4>&1; '
-        + f'else "$@"; st=$?; case $st in {_SIGNAL_STATUS}) st=$((128-st));; esac; fi; '
+        "trap '' INT QUIT; if perl -MPOSIX -e 1 2>/dev/null; then "
+        + f'{{ st=$(perl -e {quoted(_WAITER)} {mark} "$@" 3>&1 >&4 4>&-); }} 4>&1; '
+        + f"else trap : INT QUIT; printf %s {mark}; "
+        + f'"$@"; st=$?; case $st in {_SIGNAL_STATUS}) st=$((128-st));; esac; fi; '
         # No status (the waiter itself was killed): end without a mark, the code is unknown.
         + 'trap - INT QUIT; [ -n "$st" ] || kill -KILL $$; '
         + f"{_printf_mark(terminal_id, 'exit', '$st')}; {_WAIT_ACK}; "
