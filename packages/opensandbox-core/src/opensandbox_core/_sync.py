@@ -215,7 +215,13 @@ class BlockingTerminal(_Blocking[Terminal]):
 
     @property
     def exit_code(self) -> int | None:
+        """As `Terminal.exit_code`: `-N` for signal N, None while running or when unknown."""
         return self._async.exit_code
+
+    @property
+    def ended(self) -> bool:
+        """Whether the process has ended (`close()` included)."""
+        return self._async.ended
 
     @property
     def async_terminal(self) -> Terminal:

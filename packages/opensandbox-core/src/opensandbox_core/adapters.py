@@ -46,7 +46,6 @@ from ._agent._run import (
     run_for_agent,
     timed_out_output,
 )
-from ._agent._terminals import ScopedTerminalTools
 from ._agent._transfers import (
     TRANSFER_CODES,
     CheckedTransfer,
@@ -58,6 +57,7 @@ from ._agent._transfers import (
 from ._code_tools._render import CodeImage, CodeToolResult
 from ._code_tools._tool import CodeTool
 from ._keywords import takes_keywords, takes_keywords_after_id
+from ._terminal_tools._scoped import ScopedTerminalTools
 from ._validate._calls import split_snapshot
 
 __all__ = [
