@@ -53,6 +53,7 @@ def test_public_names() -> None:
         "ThreadSandboxBackend",
         "TimeTravelSandboxBackend",
         "__version__",
+        "code_tools",
         "terminal_tools",
     }
     assert issubclass(InsecureSandboxWarning, UserWarning)

@@ -11,6 +11,17 @@ The connection comes from `OPEN_SANDBOX_DOMAIN` and `OPEN_SANDBOX_API_KEY` unles
 given. See `docs/core.md` for the guide.
 """
 
+from ._code import (
+    CodeContext,
+    CodeContextBusyError,
+    CodeContextNotFoundError,
+    CodeError,
+    CodeInterpreter,
+    CodeInterpreterUnavailableError,
+    CodeResult,
+    CodeTimeoutError,
+    Execution,
+)
 from ._commands._background import BackgroundProcess, OutputChunk, ProcessStatus
 from ._commands._facet import Commands
 from ._commands._offload import OffloadedRun
@@ -31,6 +42,7 @@ from ._errors import (
     ServerError,
     TerminalBusyError,
     TerminalClosedError,
+    TerminalError,
     TerminalNotFoundError,
     TerminalTakenOverError,
     TerminalTimeoutError,
@@ -60,6 +72,7 @@ from ._metadata import LIBRARY_KEY, OWNER_KEY
 from ._session import AsyncSandboxSession
 from ._sync import (
     BlockingBackgroundProcess,
+    BlockingCode,
     BlockingCommands,
     BlockingFiles,
     BlockingTerminal,
@@ -90,12 +103,21 @@ __all__ = [
     "AuthenticationError",
     "BackgroundProcess",
     "BlockingBackgroundProcess",
+    "BlockingCode",
     "BlockingCommands",
     "BlockingFiles",
     "BlockingTerminal",
     "BlockingTerminals",
     "BytesResult",
     "CheckpointFiles",
+    "CodeContext",
+    "CodeContextBusyError",
+    "CodeContextNotFoundError",
+    "CodeError",
+    "CodeInterpreter",
+    "CodeInterpreterUnavailableError",
+    "CodeResult",
+    "CodeTimeoutError",
     "CommandResult",
     "CommandTimeoutError",
     "Commands",
@@ -105,6 +127,7 @@ __all__ = [
     "DirectoryUpload",
     "EditError",
     "EgressRule",
+    "Execution",
     "FileInfo",
     "FileMatch",
     "Files",
@@ -137,6 +160,7 @@ __all__ = [
     "Terminal",
     "TerminalBusyError",
     "TerminalClosedError",
+    "TerminalError",
     "TerminalNotFoundError",
     "TerminalTakenOverError",
     "TerminalTimeoutError",

@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from . import _defaults
+from ._code._facet import CodeInterpreter
 from ._commands._background import BackgroundProcess
 from ._commands._facet import Commands
 from ._config import Connection, SandboxSpec
@@ -42,6 +43,7 @@ from ._terminal._handle import Terminal
 
 __all__ = [
     "BlockingBackgroundProcess",
+    "BlockingCode",
     "BlockingCommands",
     "BlockingFiles",
     "BlockingTerminal",
@@ -223,7 +225,13 @@ class BlockingTerminal(_Blocking[Terminal]):
 
     @property
     def exit_code(self) -> int | None:
+        """As `Terminal.exit_code`: `-N` for signal N, None while running or when unknown."""
         return self._async.exit_code
+
+    @property
+    def ended(self) -> bool:
+        """Whether the process has ended (`close()` included)."""
+        return self._async.ended
 
     @property
     def async_terminal(self) -> Terminal:
@@ -290,6 +298,16 @@ class BlockingTerminals(_Blocking[Terminals]):
     attach = twin(Terminals.attach, wrap=BlockingTerminal)
 
 
+class BlockingCode(_Blocking[CodeInterpreter]):
+    """Blocking twin of `CodeInterpreter` (`SandboxSession.code`)."""
+
+    run = twin(CodeInterpreter.run)
+    create_context = twin(CodeInterpreter.create_context)
+    contexts = twin(CodeInterpreter.contexts)
+    delete_context = twin(CodeInterpreter.delete_context)
+    interrupt = twin(CodeInterpreter.interrupt)
+
+
 class SandboxSession(SessionInfo):
     """Blocking twin of `AsyncSandboxSession`, with the same arguments, facets and behaviour.
 
@@ -330,6 +348,9 @@ class SandboxSession(SessionInfo):
         """Files: read, write, stat, list, walk, glob, grep, edit, batches and uploads."""
         self.terminals = BlockingTerminals(self._async.terminals)
         """Interactive terminals: `open` and `attach`."""
+        self.code = BlockingCode(self._async.code)
+        """Code in Jupyter kernels: `run`, `create_context`, `contexts`, `delete_context`,
+        `interrupt`."""
 
     @classmethod
     def attach(cls, sandbox_id: str, **kwargs: Any) -> SandboxSession:

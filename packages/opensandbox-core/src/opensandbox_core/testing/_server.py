@@ -20,6 +20,7 @@ from opensandbox_core._config import Connection
 
 from . import _routes
 from ._canned import canned
+from ._code import FakeCodeInterpreter
 from ._model import (
     _EXECD_PORT,
     _TMP,
@@ -42,6 +43,7 @@ class FakeOpenSandbox:
     to the events. `on_command` answers commands before the canned table.
     `kill_on_timeout=False` makes the daemon ignore a command's `timeout` (it runs on until the
     client interrupts it), so only the client's own deadline and interrupt can stop it.
+    `code` serves execd's code interpreter (`/code`; see `FakeCodeInterpreter`).
     """
 
     def __init__(
@@ -53,12 +55,14 @@ class FakeOpenSandbox:
         kill_on_timeout: bool = True,
         domain: str | None = None,
         api_key: str = "fake-api-key",
+        code: FakeCodeInterpreter | None = None,
     ) -> None:
         _validate.choice(framing, "framing", ("legacy", "modern"))
         self.framing = framing
         self.on_command = on_command
         self.raw_output_files = raw_output_files
         self.kill_on_timeout = kill_on_timeout
+        self.code = code
         # A fresh domain per fake: the library caches what it learns per (domain, sandbox).
         self.domain = domain or f"fake-{uuid.uuid4().hex[:8]}.opensandbox.test:8080"
         self.api_key = api_key
@@ -259,6 +263,11 @@ class FakeOpenSandbox:
             ("DELETE", "/files"): ("remove", _routes.remove_files),
             ("DELETE", "/directories"): ("remove", _routes.remove_dirs),
         }
+        code = (
+            self.code.route(request) if self.code is not None and path.startswith("/code") else None
+        )
+        if code is not None:
+            return "code", code
         if method == "GET" and path.startswith("/command/status/"):
             return "status", _routes.status
         found = table.get((method, path))
@@ -294,7 +303,11 @@ class FakeOpenSandbox:
                 f"{cwd}: stat {cwd}: no such file or directory"
             )
             return _routes.error(400, "INVALID_REQUEST_BODY", message)
-        outcome = (self.on_command(command) if self.on_command else None) or canned(command)
+        outcome = (
+            (self.code.command(command) if self.code is not None else None)
+            or (self.on_command(command) if self.on_command else None)
+            or canned(command)
+        )
         execution_id = uuid.uuid4().hex
         if offload is not None:
             outcome = _offloaded(box, outcome, *offload)
