@@ -118,9 +118,10 @@ def _entry(box: FakeSandbox, path: str) -> dict[str, Any] | None:
         when = file.modified.isoformat().replace("+00:00", "Z")
     else:
         return None
-    return {
-        "path": path,
-        "type": kind,
+    entry: dict[str, Any] = (
+        {"path": path, "type": kind} if box.file_api != "1.0.18" else {"path": path}
+    )
+    return entry | {
         "size": size,
         "modified_at": when,
         "created_at": when,
@@ -134,6 +135,8 @@ def file_info(box: FakeSandbox, request: httpx.Request) -> httpx.Response:
     answer: dict[str, Any] = {}
     for path in request.url.params.get_list("path"):
         entry = _entry(box, path)
+        if entry is None and box.file_api == "1.0.18":
+            return error(500, "RUNTIME_ERROR", f"error accessing file: file not found: {path}")
         if entry is None:
             return _not_found(path)
         answer[path] = entry
@@ -141,6 +144,8 @@ def file_info(box: FakeSandbox, request: httpx.Request) -> httpx.Response:
 
 
 def list_dir(box: FakeSandbox, request: httpx.Request) -> httpx.Response:
+    if box.file_api == "1.0.18":
+        return httpx.Response(404, text="404 page not found")
     root = request.url.params.get("path", "/").rstrip("/") or "/"
     if root not in box.dirs:
         return _not_found(root)
