@@ -108,7 +108,9 @@ class Transfers:
             self._fs.forget_file(target)
             if exc.from_execd and exc.status == 404:
                 raise new_path_error(FileNotFoundError, errno.ENOENT, target) from None
-            return None  # a directory, a special file, a loop: the inspection says which
+            if _cannot_seek(exc) or path_error(exc.message, target) is None:
+                return None  # a FIFO, a device, a socket: the inspection says which
+            await self._life.fail(exc, "read a file", execd=execd, path=target)
         except (OSError, OpenSandboxError):
             self._fs.forget_file(target)
             raise

@@ -89,22 +89,21 @@ def download(box: FakeSandbox, request: httpx.Request) -> httpx.Response:
 
 
 def upload(box: FakeSandbox, request: httpx.Request) -> httpx.Response:
+    """Each (metadata, file) pair in order, each written whole before the next (as execd)."""
     content_type = request.headers.get("content-type", "")
     boundary = content_type.split("boundary=", 1)[-1].strip('"').encode()
     meta: dict[str, Any] = {}
-    data = b""
     for part in request.content.split(b"--" + boundary)[1:-1]:
         head, _, payload = part.partition(b"\r\n\r\n")
         payload = payload[: -len(b"\r\n")] if payload.endswith(b"\r\n") else payload
         if b'name="metadata"' in head:
             meta = json.loads(payload)
-        else:
-            data = payload
-    path = str(meta.get("path", ""))
-    if not path.startswith("/"):
-        return error(400, "INVALID_REQUEST_BODY", "the upload has no absolute path")
-    mode = int(str(meta.get("mode") or "755"), 8)
-    box.write(path, data, mode & 0o777)
+            continue
+        path = str(meta.get("path", ""))
+        if not path.startswith("/"):
+            return error(400, "INVALID_REQUEST_BODY", "the upload has no absolute path")
+        mode = int(str(meta.get("mode") or "755"), 8)
+        box.write(path, payload, mode & 0o777)
     return httpx.Response(200)
 
 
