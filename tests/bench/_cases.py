@@ -111,7 +111,7 @@ async def commands(ctx: Context) -> dict[str, Any]:
     out: dict[str, Any] = {"repetitions": reps, "cases": {}}
     da = ctx.deepagents
     for label, command, size in (("true", "true", 0), ("1 MiB stdout", ONE_MIB_COMMAND, MIB)):
-        variants: dict[str, Any] = {"core run": lambda c=command: ctx.core.run(c)}
+        variants: dict[str, Any] = {"core run": lambda c=command: ctx.core.commands.run(c)}
         if da is not None:
             variants["deepagents aexecute"] = lambda c=command: da.aexecute(c)
 
@@ -213,10 +213,10 @@ def _transfer_variants(ctx: Context, size: int, text: str, data: bytes) -> dict[
     core = ctx.core
 
     async def core_write() -> None:
-        await core.write_bytes(f"{base}/core.bin", data)
+        await core.files.write_bytes(f"{base}/core.bin", data)
 
     async def core_read() -> int:
-        return len(await core.read_bytes(f"{base}/core.bin"))
+        return len(await core.files.read_bytes(f"{base}/core.bin"))
 
     variants["core native"] = (core_write, core_read)
     if ctx.pydantic is not None:
@@ -336,7 +336,7 @@ async def transfers(ctx: Context) -> dict[str, Any]:
             "shell_over_native": {n: ratio(shell, s) for n, s in samples.items()} if shell else {},
         }
     with contextlib.suppress(Exception):
-        await ctx.core.remove("/workspace/bench-transfer")
+        await ctx.core.files.remove("/workspace/bench-transfer")
     return out
 
 
@@ -360,7 +360,7 @@ MEMORY_VARIANTS = (
 async def memory(ctx: Context) -> dict[str, Any]:
     size = 64 * MIB
     path = "/workspace/bench-memory/source.bin"
-    await ctx.core.write_bytes(path, os.urandom(size))
+    await ctx.core.files.write_bytes(path, os.urandom(size))
     out: dict[str, Any] = {"size_mib": size // MIB, "variants": {}}
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     try:
@@ -381,7 +381,7 @@ async def memory(ctx: Context) -> dict[str, Any]:
             out["variants"][key] = json.loads(proc.stdout.strip().splitlines()[-1])
     finally:
         with contextlib.suppress(Exception):
-            await ctx.core.remove("/workspace/bench-memory")
+            await ctx.core.files.remove("/workspace/bench-memory")
     return out
 
 
@@ -406,7 +406,7 @@ async def create(ctx: Context) -> dict[str, Any]:
         started = time.perf_counter()
         session = AsyncSandboxSession(SandboxSpec(image))
         try:
-            result = await session.run("true")
+            result = await session.commands.run("true")
             elapsed = time.perf_counter() - started
             assert result.exit_code == 0
         finally:
@@ -445,7 +445,7 @@ async def create(ctx: Context) -> dict[str, Any]:
         started = time.perf_counter()
         session = await pool.acquire()
         try:
-            result = await session.run("true")
+            result = await session.commands.run("true")
             elapsed = time.perf_counter() - started
             assert result.exit_code == 0
         finally:
@@ -526,7 +526,7 @@ async def _burst(sessions: list[Any], command: str, n: int, per_worker: int) -> 
         session = sessions[index % len(sessions)]
         for _ in range(per_worker):
             started = time.perf_counter()
-            result = await session.run(command, timeout=60)
+            result = await session.commands.run(command, timeout=60)
             latencies.append(time.perf_counter() - started)
             assert result.exit_code == 0
 
@@ -641,7 +641,7 @@ async def deepagents_tools(ctx: Context) -> dict[str, Any]:
         out["threads"] = await thread_rows(ctx.image, files, ctx.reps(32, 24))
     finally:
         with contextlib.suppress(Exception):
-            await ctx.core.remove(root)
+            await ctx.core.files.remove(root)
     return out
 
 
@@ -666,7 +666,7 @@ async def _paged_reads(ctx: Context, base: str) -> dict[str, Any]:
     for mib in sizes:
         path = f"{base}/text-{mib}.txt"
         data = text_payload(mib * MIB).encode()
-        await ctx.core.write_bytes(path, data)
+        await ctx.core.files.write_bytes(path, data)
         pages: dict[str, int] = {}
 
         async def paged(path: str = path, pages: dict[str, int] = pages) -> int:
@@ -675,7 +675,7 @@ async def _paged_reads(ctx: Context, base: str) -> dict[str, Any]:
             return size
 
         async def whole(path: str = path) -> int:
-            return len(await ctx.core.read_bytes(path))
+            return len(await ctx.core.files.read_bytes(path))
 
         def check(name: str, got: Any, size: int = len(data)) -> None:
             if not size - 64 <= got <= size:
@@ -695,7 +695,7 @@ async def _paged_reads(ctx: Context, base: str) -> dict[str, Any]:
                 samples["deepagents read, all pages"], samples["core read_bytes"]
             ),
         }
-        await ctx.core.remove(path)
+        await ctx.core.files.remove(path)
     return out
 
 
@@ -734,8 +734,8 @@ async def generations(ctx: Context) -> dict[str, Any]:
 
         async def transfer(profile: str) -> int:
             session = sessions[profile]
-            await session.write_bytes(base, payload)
-            return len(await session.read_bytes(base))
+            await session.files.write_bytes(base, payload)
+            return len(await session.files.read_bytes(base))
 
         cases: dict[str, tuple[dict[str, Any], int, Any]] = {
             "true": ({p: command(p, "true") for p in GENERATIONS}, ctx.reps(21, 5), 0),

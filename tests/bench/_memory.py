@@ -48,17 +48,17 @@ async def _main(
         from opensandbox_core import AsyncSandboxSession
 
         session = AsyncSandboxSession.attach(sandbox_id)
-        await session.write_bytes(target, small)
-        await session.read_bytes(target)
+        await session.files.write_bytes(target, small)
+        await session.files.read_bytes(target)
 
         async def write(data: bytes) -> None:
-            await session.write_bytes(target, data)
+            await session.files.write_bytes(target, data)
 
         async def read() -> int:
-            return len(await session.read_bytes(source))
+            return len(await session.files.read_bytes(source))
 
         async def stream() -> int:
-            return sum([len(c) async for c in session.iter_bytes(source)])
+            return sum([len(c) async for c in session.files.iter_bytes(source)])
 
         close: Any = session.aclose
     elif client == "sdk":

@@ -71,7 +71,7 @@ async def _shape(clients: dict[str, Any], label: str, reps: int) -> dict[str, An
     command, size = SHAPES[label]
     core, da, pa, sdk = clients["core"], clients["deepagents"], clients["pydantic"], clients["sdk"]
     path = f"/tmp/bench-output-{abs(hash(label))}.txt"
-    made = await core.run(f"{command} > {path}")
+    made = await core.commands.run(f"{command} > {path}")
     assert made.exit_code == 0, made
     sdk_skip: list[str] = []
 
@@ -85,9 +85,9 @@ async def _shape(clients: dict[str, Any], label: str, reps: int) -> dict[str, An
         return execution
 
     variants = {
-        "true": lambda: core.run("true"),
-        "read_bytes of the same bytes": lambda: core.read_bytes(path),
-        "core run": lambda: core.run(command),
+        "true": lambda: core.commands.run("true"),
+        "read_bytes of the same bytes": lambda: core.files.read_bytes(path),
+        "core run": lambda: core.commands.run(command),
         "deepagents aexecute": lambda: da.aexecute(command),
         "pydantic-ai run": lambda: pa.run(command, shell=True),  # noqa: S604
         "raw SDK commands.run": raw_sdk,
@@ -116,7 +116,7 @@ async def _shape(clients: dict[str, Any], label: str, reps: int) -> dict[str, An
         samples["raw SDK commands.run"] = Sample(values=kept, skipped=None if kept else sdk_skip[0])
     base = samples["true"].median + samples["read_bytes of the same bytes"].median
     baseline = Sample(values=[base])
-    await core.run(f"rm -f {path}")
+    await core.commands.run(f"rm -f {path}")
     return {
         "bytes": size,
         "repetitions": reps,

@@ -43,7 +43,7 @@ class _Turns:
             await self.ws.close()
             self.ws = None
         if self.term is None:
-            self.term = await self.session.attach_terminal(self.id)
+            self.term = await self.session.terminals.attach(self.id)
             while await self.term.read(0):  # the replay of what came before
                 pass
         return self.term
@@ -104,7 +104,7 @@ def _keys(one: Callable[[_Turns], Awaitable[float]], turns: _Turns) -> Op:
 async def terminal(ctx: Any) -> dict[str, Any]:
     """The `terminal` section (see the module docstring)."""
     reps = ctx.reps(40, 12)
-    term = await ctx.core.open_terminal("stty raw -echo; cat")
+    term = await ctx.core.terminals.open("stty raw -echo; cat")
     turns = _Turns(ctx.core, term)
     try:
         samples = await interleave(
@@ -119,7 +119,7 @@ async def terminal(ctx: Any) -> dict[str, Any]:
     finally:
         if turns.ws is not None:
             await turns.ws.close()
-        closer = turns.term or await ctx.core.attach_terminal(turns.id)
+        closer = turns.term or await ctx.core.terminals.attach(turns.id)
         await closer.close()
     stats = {name: s.as_json() for name, s in samples.items()}
     core, raw = samples["core Terminal"], samples["raw websockets"]

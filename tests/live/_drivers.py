@@ -81,7 +81,7 @@ async def _core(
         sid = await session.start()
 
         async def run(command: str, timeout: float) -> tuple[int, str]:
-            result = await session.run(command, timeout=timeout)
+            result = await session.commands.run(command, timeout=timeout)
             return result.exit_code, result.stdout
 
         yield Driver(
@@ -100,7 +100,7 @@ async def _core(
             ),
             unavailable=SandboxUnavailableError,
             died=(SandboxUnavailableError, ServerError),
-            extra={"list_dir": lambda: session.list_dir(".")},
+            extra={"list_dir": lambda: session.files.list_dir(".")},
         )
     finally:
         await session.destroy()
@@ -269,17 +269,17 @@ def _core_ops(session: AsyncSandboxSession, huge_argv: list[str]) -> HostileOps:
     from opensandbox_core import ConfigurationError, OpenSandboxError
 
     async def size(path: str) -> int:
-        info = await session.stat(path)
+        info = await session.files.stat(path)
         return info.size if info.is_file else -1
 
     async def names(parent: str) -> list[str]:
-        return [e.name for e in await session.list_dir(parent)]
+        return [e.name for e in await session.files.list_dir(parent)]
 
     async def run_env(env: Any) -> str:
-        return (await session.run(["sh", "-c", PRINT_ENV], env=env)).stdout
+        return (await session.commands.run(["sh", "-c", PRINT_ENV], env=env)).stdout
 
     async def run_argv(argv: list[str]) -> str:
-        return (await session.run(argv)).stdout
+        return (await session.commands.run(argv)).stdout
 
     def refusal_ok(path: str, exc: BaseException) -> bool:
         # Refused up front only for what the docs list: empty, NUL, not encodable.
@@ -303,7 +303,7 @@ def _core_ops(session: AsyncSandboxSession, huge_argv: list[str]) -> HostileOps:
         argument_errors=(ConfigurationError,),
         bad_commands=[[], "", "   ", ["ls", "a\0b"], "echo \0", huge_argv, b"ls", 42],
         run_command=session.run,
-        run_timeout=lambda t: _exit(session.run("true", timeout=t)),
+        run_timeout=lambda t: _exit(session.commands.run("true", timeout=t)),
         no_limit_timeouts=(),
         run_env=run_env,
         env_per_call=True,

@@ -300,21 +300,21 @@ async def test_core_commands_and_files_over_https(
             SandboxSpec(image=sandbox_image), connection=connection
         ) as sb:
             sandbox_id = sb.id
-            result = await sb.run("printf 'a\\n\\nb\\n'; echo err >&2; exit 3")
+            result = await sb.commands.run("printf 'a\\n\\nb\\n'; echo err >&2; exit 3")
             assert (result.exit_code, result.stdout, result.stderr) == (3, "a\n\nb\n", "err\n")
             streamed: list[str] = []
-            result = await sb.run(
+            result = await sb.commands.run(
                 "for i in 1 2 3; do echo line$i; sleep 0.2; done",
                 on_output=lambda stream, text: streamed.append(text),
             )
             assert result.stdout == "line1\nline2\nline3\n"
             assert "".join(streamed) == result.stdout
             data = os.urandom(3 * 1024 * 1024 + 17)
-            await sb.write_bytes("dir/blob.bin", data)
-            assert await sb.read_bytes("dir/blob.bin") == data
-            results = await sb.upload_files([("a.txt", b"A"), ("b.txt", b"B" * 70000)])
+            await sb.files.write_bytes("dir/blob.bin", data)
+            assert await sb.files.read_bytes("dir/blob.bin") == data
+            results = await sb.files.upload_files([("a.txt", b"A"), ("b.txt", b"B" * 70000)])
             assert [r.error for r in results] == [None, None]
-            downloads = await sb.download_files(["a.txt", "b.txt"])
+            downloads = await sb.files.download_files(["a.txt", "b.txt"])
             assert [d.content for d in downloads] == [b"A", b"B" * 70000]
     finally:
         await transport.aclose()

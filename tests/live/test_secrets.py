@@ -63,8 +63,8 @@ class Evidence:
 
 async def _sandbox_environment(session: AsyncSandboxSession) -> tuple[str, str]:
     """(a command's environment, the container's own: /proc/1/environ)."""
-    commands = await session.run(["env"])
-    init = await session.run(["sh", "-c", "tr '\\0' '\\n' < /proc/1/environ"])
+    commands = await session.commands.run(["env"])
+    init = await session.commands.run(["sh", "-c", "tr '\\0' '\\n' < /proc/1/environ"])
     assert commands.exit_code == 0 and init.exit_code == 0, init.stderr
     assert "PATH=" in init.stdout
     return commands.stdout, init.stdout
@@ -100,8 +100,8 @@ async def test_never_leaks(
             evidence.add(await driver.backend.aexecute("sleep 5", timeout=1))
         else:
             await evidence.expect_error(driver.run("sleep 5", 0.5))
-        await evidence.expect_error(driver.session.run("true", env={"BAD=": value}))
-        await evidence.expect_error(driver.session.remove("/"))
+        await evidence.expect_error(driver.session.commands.run("true", env={"BAD=": value}))
+        await evidence.expect_error(driver.session.files.remove("/"))
         if package == "deepagents":
             backend = driver.backend
             evidence.add(await backend.aexecute("echo hi; false"))

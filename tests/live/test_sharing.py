@@ -28,7 +28,7 @@ async def test_pydantic_creates_deepagents_and_core_attach(sandbox_image: str) -
         assert ref is not None
 
         # A process started by the creator is visible to the other sides.
-        ticker = await creator.run(
+        ticker = await creator.commands.run(
             ["sh", "-c", "nohup sh -c 'while true; do sleep 1; done' >/dev/null 2>&1 & echo $!"]
         )
         pid = ticker.stdout.strip()
@@ -38,7 +38,7 @@ async def test_pydantic_creates_deepagents_and_core_attach(sandbox_image: str) -
             try:
                 seen = attached.execute("cat /workspace/from-pydantic.txt").output
                 assert attached.execute(f"kill -0 {pid}").exit_code == 0
-                attached.upload_files(
+                attached.files.upload_files(
                     [("/workspace/from-deepagents.txt", b"written by deep agents\n")]
                 )
                 with pytest.raises(ValueError):
@@ -52,10 +52,10 @@ async def test_pydantic_creates_deepagents_and_core_attach(sandbox_image: str) -
 
         async with AsyncSandboxSession.attach(ref.id) as core:
             assert (
-                await core.read_bytes("/workspace/from-deepagents.txt")
+                await core.files.read_bytes("/workspace/from-deepagents.txt")
                 == b"written by deep agents\n"
             )
-            assert (await core.run(["kill", "-0", pid])).exit_code == 0
+            assert (await core.commands.run(["kill", "-0", pid])).exit_code == 0
         assert await _exists(ref.id)  # leaving the attached core session destroyed nothing
 
         assert await workspace.read_text("from-deepagents.txt") == "written by deep agents\n"

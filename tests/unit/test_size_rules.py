@@ -1,6 +1,10 @@
-"""Repo rule on sizes (the project's standard, issue 29): no module in `packages/*/src` over 450
-lines, no function over 60 (from its `def` line to the end of its body, docstring included,
-decorators not), and each adapter package within its budget of lines in total (the core has none).
+"""Repo rule on sizes: no module in `packages/*/src` over 500 lines, no function over 60 (from
+its `def` line to the end of its body, docstring included, decorators not).
+
+The adapters have no budget of lines in total (issue 35): a budget rewarded moving an adapter's
+framework translation into the core, where it does not belong. Their sizes are reported in the
+notes instead. The module limit is 500 (was 450): `_errors.py` holds the whole error tree and its
+one translator, which the project keeps in one module on purpose.
 
 Layout is ruff format's, so the counts cannot be gamed by cramming statements on one line.
 """
@@ -13,13 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULE_LIMIT = 450
+MODULE_LIMIT = 500
 FUNCTION_LIMIT = 60
-BUDGETS = {
-    "pydantic_ai_opensandbox": 900,
-    "deepagents_opensandbox_backend": 1700,
-}
-"""Lines in all of a package's modules together; the core (`opensandbox_core`) has no budget."""
 
 # Offenders known to be on their way down (empty: the Deep Agents package, the last one, met its
 # 1,700 lines in issue 29). Never add to it: a new offender is split instead. An entry that is
@@ -57,18 +56,13 @@ def offenders() -> dict[str, str]:
     """Every offence in the tree: its key (as `PENDING` names it) and what it measures."""
     found: dict[str, str] = {}
     for package in _packages():
-        total = 0
         for path in _modules(package):
             relative = path.relative_to(ROOT).as_posix()
             lines = _lines(path)
-            total += lines
             if lines > MODULE_LIMIT:
                 found[f"module {relative}"] = f"{lines} lines > {MODULE_LIMIT}"
             for name, length in long_functions(path.read_text()):
                 found[f"function {relative}:{name}"] = f"{length} lines > {FUNCTION_LIMIT}"
-        budget = BUDGETS.get(package.name)
-        if budget is not None and total > budget:
-            found[f"package {package.name}"] = f"{total} lines > {budget}"
     return found
 
 
@@ -80,7 +74,7 @@ def test_the_measure_counts_from_def_to_the_end_of_the_body() -> None:
 
 
 @pytest.mark.parametrize("package", [p.name for p in _packages()])
-def test_modules_functions_and_package_within_limits(package: str) -> None:
+def test_modules_and_functions_within_limits(package: str) -> None:
     mine = {key: what for key, what in offenders().items() if package in key}
     over = {key: what for key, what in mine.items() if key not in PENDING}
     assert not over, "split these (docs/architecture.md shows where things live):\n" + "\n".join(
@@ -91,7 +85,3 @@ def test_modules_functions_and_package_within_limits(package: str) -> None:
 def test_pending_offenders_are_still_offenders() -> None:
     stale = PENDING - offenders().keys()
     assert not stale, f"no longer over its limit: remove from PENDING: {sorted(stale)}"
-
-
-def test_every_budget_names_a_package() -> None:
-    assert set(BUDGETS) <= {p.name for p in _packages()}

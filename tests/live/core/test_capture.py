@@ -90,7 +90,7 @@ async def test_same_result_wrapped_streamed_and_on_1_1(
 
 async def _capture_files(session: AsyncSandboxSession) -> list[str]:
     # plain_lines: this listing is not captured itself (it would find its own files)
-    listing = await session.run(
+    listing = await session.commands.run(
         ["find", "/tmp", "-maxdepth", "1", "-name", ".osbcap-*"], plain_lines=True
     )
     return listing.stdout.split()
@@ -109,11 +109,11 @@ async def test_capture_files_are_deleted_after_runs_timeouts_and_cancels(
     sandbox_image: str,
 ) -> None:
     async with AsyncSandboxSession(SandboxSpec(image=sandbox_image)) as session:
-        await session.run("echo a; echo b >&2")
+        await session.commands.run("echo a; echo b >&2")
         with pytest.raises(CommandTimeoutError) as info:
-            await session.run("echo partial; sleep 30", timeout=1)
+            await session.commands.run("echo partial; sleep 30", timeout=1)
         assert info.value.stdout == "partial\n"
-        task = asyncio.create_task(session.run("echo started; sleep 30"))
+        task = asyncio.create_task(session.commands.run("echo started; sleep 30"))
         await asyncio.sleep(1.0)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -123,9 +123,9 @@ async def test_capture_files_are_deleted_after_runs_timeouts_and_cancels(
 
 async def test_output_cap_on_captured_output(sandbox_image: str) -> None:
     async with AsyncSandboxSession(SandboxSpec(image=sandbox_image)) as session:
-        result = await session.run(
+        result = await session.commands.run(
             "head -c 5000 /dev/zero | tr '\\0' x; echo e >&2", max_output=1000
         )
         assert (result.stdout, result.stderr, result.truncated) == ("x" * 1000, "e\n", True)
-        exact = await session.run("printf 'é%.0s' $(seq 1 600)", max_output=1001)
+        exact = await session.commands.run("printf 'é%.0s' $(seq 1 600)", max_output=1001)
         assert exact.stdout == "é" * 500 and exact.truncated  # never half a character

@@ -46,11 +46,11 @@ STDERR_CASE = ("printf 'o\\r\\n'; printf 'e1\\r\\n\\ne2' >&2", "o\r\n", "e1\r\n\
 async def test_exact_output(session: AsyncSandboxSession) -> None:
     """Byte-exact output on the testbed's own profile (every profile runs this)."""
     for command, expected in CASES:
-        result = await session.run(command)
+        result = await session.commands.run(command)
         assert result.stdout == expected, command
         assert result.exit_code == 0
     command, out, err = STDERR_CASE
-    result = await session.run(command)
+    result = await session.commands.run(command)
     assert (result.stdout, result.stderr) == (out, err)
 
 
@@ -70,16 +70,16 @@ async def test_exact_output_on_every_generation(
 ) -> None:
     async with AsyncSandboxSession(profile_spec(sandbox_image, profile)) as sb:
         for command, expected in CASES:
-            assert (await sb.run(command)).stdout == expected, command
+            assert (await sb.commands.run(command)).stdout == expected, command
         command, out, err = STDERR_CASE
-        result = await sb.run(command)
+        result = await sb.commands.run(command)
         assert (result.stdout, result.stderr) == (out, err)
         assert sb.framing is framing
         # execd's per-command output files do not pile up: once the deletions sent in the
         # background have landed, only the listing command's own two files are there.
         count = "ls -1 \"${TMPDIR:-/tmp}\" | grep -cE '^[0-9a-f]{32}\\.std(out|err)$'"
         for _ in range(20):
-            listing = await sb.run(count)
+            listing = await sb.commands.run(count)
             if listing.stdout == "2\n":
                 break
             await asyncio.sleep(0.1)
@@ -87,12 +87,14 @@ async def test_exact_output_on_every_generation(
         # No read of the daemon's one-second hold after completion.
         durations = []
         for _ in range(5):
-            durations.append((await sb.run("true")).duration)
+            durations.append((await sb.commands.run("true")).duration)
         assert sorted(durations)[2] < 0.5, durations
 
 
 async def test_one_mebibyte_single_line(session: AsyncSandboxSession) -> None:
-    result = await session.run("python3 -c \"import sys; sys.stdout.write('x' * 1048576)\"")
+    result = await session.commands.run(
+        "python3 -c \"import sys; sys.stdout.write('x' * 1048576)\""
+    )
     assert result.stdout == "x" * 1048576
     assert not result.truncated
 
@@ -105,48 +107,48 @@ async def test_multibyte_characters_split_across_chunks(session: AsyncSandboxSes
         "for i in range(0, len(data), 4097):\n"
         "    sys.stdout.buffer.write(data[i:i + 4097]); sys.stdout.flush()\n"
     )
-    await session.write_bytes("split.py", script.encode())
-    result = await session.run("python3 split.py")
+    await session.files.write_bytes("split.py", script.encode())
+    result = await session.commands.run("python3 split.py")
     assert result.stdout == "€" * 200000
 
 
 async def test_stdout_stderr_exit_code_and_missing_program(session: AsyncSandboxSession) -> None:
-    result = await session.run("echo out; echo err >&2; exit 7")
+    result = await session.commands.run("echo out; echo err >&2; exit 7")
     assert (result.exit_code, result.stdout, result.stderr) == (7, "out\n", "err\n")
     assert result.output == "out\nerr\n"
-    missing = await session.run(["definitely-not-a-program-osb"])
+    missing = await session.commands.run(["definitely-not-a-program-osb"])
     assert missing.exit_code == 127
 
 
 async def test_argv_items_are_literal(session: AsyncSandboxSession) -> None:
     marker = "/tmp/osb-injection-marker"
     payload = f"$(touch {marker}); `touch {marker}`; touch {marker}"
-    result = await session.run(["printf", "%s", payload])
+    result = await session.commands.run(["printf", "%s", payload])
     assert result.stdout == payload
-    assert not await session.exists(marker)
+    assert not await session.files.exists(marker)
 
 
 async def test_cwd_and_env_layering(sandbox_image: str) -> None:
     async with AsyncSandboxSession(
         SandboxSpec(image=sandbox_image), env={"A": "session", "B": "session"}
     ) as sb:
-        result = await sb.run('printf "%s %s %s" "$A" "$B" "$PWD"', env={"B": "call"})
+        result = await sb.commands.run('printf "%s %s %s" "$A" "$B" "$PWD"', env={"B": "call"})
         assert result.stdout == f"session call {await sb.working_dir()}"
-        await sb.make_dir("/tmp/elsewhere")
-        assert (await sb.run("pwd", cwd="/tmp/elsewhere")).stdout == "/tmp/elsewhere\n"
+        await sb.files.make_dir("/tmp/elsewhere")
+        assert (await sb.commands.run("pwd", cwd="/tmp/elsewhere")).stdout == "/tmp/elsewhere\n"
         with pytest.raises(FileNotFoundError):
-            await sb.run("pwd", cwd="/does/not/exist")
+            await sb.commands.run("pwd", cwd="/does/not/exist")
 
 
 async def test_output_cap_sets_truncated(session: AsyncSandboxSession) -> None:
-    result = await session.run("head -c 300000 /dev/zero | tr '\\0' y", max_output=100_000)
+    result = await session.commands.run("head -c 300000 /dev/zero | tr '\\0' y", max_output=100_000)
     assert result.truncated
     assert result.stdout == "y" * 100_000
 
 
 async def test_streaming_callback_sees_output(session: AsyncSandboxSession) -> None:
     seen: list[tuple[str, str]] = []
-    result = await session.run(
+    result = await session.commands.run(
         "echo one; sleep 0.2; echo two >&2", on_output=lambda s, t: seen.append((s, t))
     )
     assert "".join(t for s, t in seen if s == "stdout") == result.stdout == "one\n"
@@ -156,12 +158,12 @@ async def test_streaming_callback_sees_output(session: AsyncSandboxSession) -> N
 async def test_timeout_stops_the_process_group(session: AsyncSandboxSession) -> None:
     script = "sleep 300 & echo $! > /tmp/child.pid; echo started; wait"
     with pytest.raises(CommandTimeoutError) as info:
-        await session.run(script, timeout=1.5)
+        await session.commands.run(script, timeout=1.5)
     assert info.value.stdout == "started\n"
     assert info.value.timeout == 1.5
-    pid = (await session.read_bytes("/tmp/child.pid")).decode().strip()
+    pid = (await session.files.read_bytes("/tmp/child.pid")).decode().strip()
     for _ in range(50):
-        if (await session.run(["kill", "-0", pid])).exit_code != 0:
+        if (await session.commands.run(["kill", "-0", pid])).exit_code != 0:
             break
         await asyncio.sleep(0.1)
     else:
@@ -169,17 +171,17 @@ async def test_timeout_stops_the_process_group(session: AsyncSandboxSession) -> 
 
 
 async def test_cancellation_stops_the_remote_command(session: AsyncSandboxSession) -> None:
-    task = asyncio.create_task(session.run("echo $$ > /tmp/cancel.pid; exec sleep 300"))
+    task = asyncio.create_task(session.commands.run("echo $$ > /tmp/cancel.pid; exec sleep 300"))
     for _ in range(100):
-        if await session.exists("/tmp/cancel.pid"):
+        if await session.files.exists("/tmp/cancel.pid"):
             break
         await asyncio.sleep(0.05)
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
-    pid = (await session.read_bytes("/tmp/cancel.pid")).decode().strip()
+    pid = (await session.files.read_bytes("/tmp/cancel.pid")).decode().strip()
     for _ in range(100):
-        if (await session.run(["kill", "-0", pid])).exit_code != 0:
+        if (await session.commands.run(["kill", "-0", pid])).exit_code != 0:
             return
         await asyncio.sleep(0.1)
     pytest.fail("the cancelled command is still running in the sandbox")
@@ -188,7 +190,7 @@ async def test_cancellation_stops_the_remote_command(session: AsyncSandboxSessio
 async def test_concurrent_commands_do_not_serialise(session: AsyncSandboxSession) -> None:
     loop = asyncio.get_running_loop()
     started = loop.time()
-    results = await asyncio.gather(*(session.run("sleep 1; echo ok") for _ in range(16)))
+    results = await asyncio.gather(*(session.commands.run("sleep 1; echo ok") for _ in range(16)))
     assert all(r.stdout == "ok\n" for r in results)
     assert loop.time() - started < 8
 
@@ -196,17 +198,19 @@ async def test_concurrent_commands_do_not_serialise(session: AsyncSandboxSession
 @pytest.mark.parametrize("bad", [-1, 0, float("nan"), float("inf"), "5"])
 async def test_bad_timeouts(session: AsyncSandboxSession, bad: object) -> None:
     with pytest.raises(ConfigurationError):
-        await session.run("true", timeout=bad)  # type: ignore[arg-type]
+        await session.commands.run("true", timeout=bad)  # type: ignore[arg-type]
 
 
 async def test_timeout_output_is_exact(session: AsyncSandboxSession) -> None:
     with pytest.raises(CommandTimeoutError) as info:
-        await session.run("printf 'a\\r\\nno end'; sleep 30", timeout=1.0)
+        await session.commands.run("printf 'a\\r\\nno end'; sleep 30", timeout=1.0)
     assert info.value.stdout == "a\r\nno end"
 
 
 async def test_output_cap_is_exact_on_raw_output(session: AsyncSandboxSession) -> None:
-    result = await session.run("printf 'ab\\r\\ncd\\r\\n%.0s' $(seq 1000)", max_output=1024)
+    result = await session.commands.run(
+        "printf 'ab\\r\\ncd\\r\\n%.0s' $(seq 1000)", max_output=1024
+    )
     assert result.truncated
     assert result.stdout == ("ab\r\ncd\r\n" * 200)[:1024]
 
@@ -216,7 +220,7 @@ async def test_ancient_framing_is_refused_with_the_fix(sandbox_image: str) -> No
     session = AsyncSandboxSession(profile_spec(sandbox_image, "1.0.16"))
     try:
         with pytest.raises(UnsupportedDaemonError) as info:
-            await session.run("true")
+            await session.commands.run("true")
         message = str(info.value)
         assert "v1.0.16 or older" in message
         assert 'execd_image = "opensandbox/execd:v1.0.19"' in message

@@ -84,32 +84,32 @@ async def test_commands_answer_as_on_debian(sessions: dict[str, AsyncSandboxSess
     ]
     got: dict[str, list[Any]] = {}
     for name, session in sessions.items():
-        got[name] = [await _outcome(session.run(cmd, **kw)) for cmd, kw in calls]
+        got[name] = [await _outcome(session.commands.run(cmd, **kw)) for cmd, kw in calls]
     assert got["busybox"] == got["debian"]
 
 
 async def _file_calls(s: AsyncSandboxSession, root: str, names: list[str]) -> list[Any]:
-    out: list[Any] = [await _outcome(s.make_dir(f"{root}/sub dir/deeper"))]
+    out: list[Any] = [await _outcome(s.files.make_dir(f"{root}/sub dir/deeper"))]
     for i, file in enumerate(names):
-        out.append(await _outcome(s.write_bytes(f"{root}/{file}", bytes([i]) * 100 + b"\n")))
+        out.append(await _outcome(s.files.write_bytes(f"{root}/{file}", bytes([i]) * 100 + b"\n")))
     first, last = f"{root}/{names[0]}", f"{root}/{names[-1]}"
     return [
         *out,
-        await _outcome(s.read_bytes(last)),
-        await _outcome(s.read_range(first, 10, 5)),
-        await _outcome(s.list_dir(root)),
-        await _outcome(s.stat(last)),
-        await _outcome(s.stat(f"{root}/sub dir")),
-        await _outcome(s.exists(last)),
-        await _outcome(s.exists(f"{root}/missing")),
-        await _outcome(s.stat(f"{root}/missing")),
-        await _outcome(s.write_bytes(f"{root}/edit.txt", b"one two one\n")),
-        await _outcome(s.replace_text(f"{root}/edit.txt", "two", "2")),
-        await _outcome(s.read_bytes(f"{root}/edit.txt")),
-        await _outcome(s.remove(last)),
-        await _outcome(s.remove(f"{root}/sub dir")),
-        await _outcome(s.list_dir(root)),
-        await _outcome(s.read_bytes(f"{root}/sub dir")),
+        await _outcome(s.files.read_bytes(last)),
+        await _outcome(s.files.read_range(first, 10, 5)),
+        await _outcome(s.files.list_dir(root)),
+        await _outcome(s.files.stat(last)),
+        await _outcome(s.files.stat(f"{root}/sub dir")),
+        await _outcome(s.files.exists(last)),
+        await _outcome(s.files.exists(f"{root}/missing")),
+        await _outcome(s.files.stat(f"{root}/missing")),
+        await _outcome(s.files.write_bytes(f"{root}/edit.txt", b"one two one\n")),
+        await _outcome(s.files.edit(f"{root}/edit.txt", "two", "2")),
+        await _outcome(s.files.read_bytes(f"{root}/edit.txt")),
+        await _outcome(s.files.remove(last)),
+        await _outcome(s.files.remove(f"{root}/sub dir")),
+        await _outcome(s.files.list_dir(root)),
+        await _outcome(s.files.read_bytes(f"{root}/sub dir")),
     ]
 
 
@@ -133,11 +133,11 @@ async def test_paths_with_dotdot_answer_as_on_debian(
 ) -> None:
     got: dict[str, list[Any]] = {}
     for name, s in sessions.items():
-        await s.write_bytes(f"{ROOT}/dd/sub/f.txt", b"x\n")
+        await s.files.write_bytes(f"{ROOT}/dd/sub/f.txt", b"x\n")
         got[name] = [
-            await _outcome(s.realpath(f"{ROOT}/dd/sub/../sub/f.txt")),
-            await _outcome(s.read_bytes(f"{ROOT}/dd/sub/../sub/f.txt")),
-            await _outcome(s.write_bytes(f"{ROOT}/dd/sub/../g.txt", b"g\n")),
-            await _outcome(s.list_dir(f"{ROOT}/dd/sub/..")),
+            await _outcome(s.files.realpath(f"{ROOT}/dd/sub/../sub/f.txt")),
+            await _outcome(s.files.read_bytes(f"{ROOT}/dd/sub/../sub/f.txt")),
+            await _outcome(s.files.write_bytes(f"{ROOT}/dd/sub/../g.txt", b"g\n")),
+            await _outcome(s.files.list_dir(f"{ROOT}/dd/sub/..")),
         ]
     assert got["busybox"] == got["debian"]

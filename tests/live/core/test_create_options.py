@@ -37,10 +37,10 @@ async def test_volume_env_resources_and_metadata_reach_the_sandbox(sandbox_image
             entrypoint=["sleep", "infinity"],
         )
         async with AsyncSandboxSession(spec) as sb:
-            assert await sb.read_bytes("/mnt/data/from-host.txt") == b"host side\n"
-            await sb.write_bytes("/mnt/data/from-sandbox.txt", b"sandbox side")
+            assert await sb.files.read_bytes("/mnt/data/from-host.txt") == b"host side\n"
+            await sb.files.write_bytes("/mnt/data/from-sandbox.txt", b"sandbox side")
             assert Path(host_dir, "from-sandbox.txt").read_bytes() == b"sandbox side"
-            result = await sb.run(
+            result = await sb.commands.run(
                 "echo $OSB_OPTION; cat /sys/fs/cgroup/memory.max 2>/dev/null || "
                 "cat /sys/fs/cgroup/memory/memory.limit_in_bytes; "
                 "tr '\\0' ' ' < /proc/1/cmdline"
@@ -60,7 +60,7 @@ async def test_read_only_volume_refuses_writes(sandbox_image: str) -> None:
             volumes=[Volume("ro", "/mnt/ro", host_path=host_dir, read_only=True)],
         )
         async with AsyncSandboxSession(spec) as sb:
-            result = await sb.run("touch /mnt/ro/x")
+            result = await sb.commands.run("touch /mnt/ro/x")
             assert result.exit_code != 0
             assert "Read-only file system" in result.stderr
 

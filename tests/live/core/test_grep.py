@@ -57,10 +57,12 @@ async def sandbox(
     spec = SandboxSpec(image=image, container_env={"OSB_EXECD_PROFILE": profile})
     async with AsyncSandboxSession(spec) as session:
         shell = "bash" if kind == "debian" else "sh"
-        done = await session.run([shell, "-c", SETUP, "s", ROOT])
+        done = await session.commands.run([shell, "-c", SETUP, "s", ROOT])
         assert done.exit_code == 0, done.stderr
         if kind == "busybox":
-            gnu = await session.run("command -v bash python3; find --version; grep --version")
+            gnu = await session.commands.run(
+                "command -v bash python3; find --version; grep --version"
+            )
             assert "GNU" not in gnu.output and "/" not in gnu.stdout, gnu.output
         yield session
 
@@ -73,54 +75,54 @@ async def test_hostile_patterns_find_exactly_the_literal_line(
 ) -> None:
     line = "it's $(touch x) `id` a\\b -e x*y $HOME '; touch y; '"
     for pattern in HOSTILE:
-        result = await sandbox.grep(pattern, ROOT)
+        result = await sandbox.files.grep(pattern, ROOT)
         expected = {GrepMatch(f"{ROOT}/with space/$HOME/h.txt", 1, line)}
         if pattern == "x*y":
             expected.add(GrepMatch(f"{ROOT}/-e/star.txt", 1, "x*yz"))
         assert len(result.matches) == len(expected) and set(result.matches) == expected, pattern
         # Searched where the name says, with the name as the path.
-        found = await sandbox.grep(pattern, f"{ROOT}/with space/$HOME", glob="*.txt")
+        found = await sandbox.files.grep(pattern, f"{ROOT}/with space/$HOME", glob="*.txt")
         assert [m.path for m in found.matches] == [f"{ROOT}/with space/$HOME/h.txt"]
     look = 'for d in "$@"; do for f in x y; do if [ -e "$d/$f" ]; then echo "$d/$f"; fi; done; done'
     places = [ROOT, f"{ROOT}/with space/$HOME", f"{ROOT}/src", "/workspace", "/", "/root", "/tmp"]
-    ran = await sandbox.run(["sh", "-c", look, "s", *places])
+    ran = await sandbox.commands.run(["sh", "-c", look, "s", *places])
     assert ran.stdout == "", "a pattern was run by a shell"
 
 
 async def test_globs_excluded_dirs_and_the_cap(sandbox: AsyncSandboxSession) -> None:
     src = f"{ROOT}/src"
-    every = await sandbox.grep("needle", src)
+    every = await sandbox.files.grep("needle", src)
     names = sorted({m.path.rsplit("/", 1)[-1] for m in every.matches})
     assert names == ["a", "a.py", "a:1:b.py", "bad.txt", "config", "nl\nname.py"]
     assert every.files == 7  # the symlink is not searched
-    skipped = await sandbox.grep("needle", src, exclude_dirs=[".git"])
+    skipped = await sandbox.files.grep("needle", src, exclude_dirs=[".git"])
     assert "config" not in {m.path.rsplit("/", 1)[-1] for m in skipped.matches}
-    assert [m.path for m in (await sandbox.grep("needle", src, glob="a*.py")).matches] == [
+    assert [m.path for m in (await sandbox.files.grep("needle", src, glob="a*.py")).matches] == [
         f"{src}/a.py",
         f"{src}/a.py",
         f"{src}/a:1:b.py",
     ]
-    deep = await sandbox.grep("needle", ROOT, glob="src/**/config")
+    deep = await sandbox.files.grep("needle", ROOT, glob="src/**/config")
     assert [m.path for m in deep.matches] == [f"{src}/.git/config"]
-    capped = await sandbox.grep("needle", src, glob="a.py", max_matches=1)
+    capped = await sandbox.files.grep("needle", src, glob="a.py", max_matches=1)
     assert capped.matches == [GrepMatch(f"{src}/a.py", 1, "needle 1")] and capped.truncated
-    alternatives = await sandbox.grep(["needle 2", "x*yz"], ROOT)
+    alternatives = await sandbox.files.grep(["needle 2", "x*yz"], ROOT)
     assert {m.text for m in alternatives.matches} == {"needle 2", "x*yz"}
 
 
 async def test_binary_files_the_locale_and_a_missing_path(sandbox: AsyncSandboxSession) -> None:
     src = f"{ROOT}/src"
-    assert (await sandbox.grep("needle", f"{src}/bin.dat")).matches == []
+    assert (await sandbox.files.grep("needle", f"{src}/bin.dat")).matches == []
     # In a UTF-8 locale, as GNU grep, a line that is not UTF-8 is left out (busybox's too). The
     # Debian image has LANG=C.UTF-8, the busybox one no LANG (the C locale: every line).
-    utf8 = await sandbox.grep("needle", f"{src}/bad.txt", env={"LC_ALL": "C.UTF-8"})
+    utf8 = await sandbox.files.grep("needle", f"{src}/bad.txt", env={"LC_ALL": "C.UTF-8"})
     assert [m.line for m in utf8.matches] == [1, 3]
-    lang = (await sandbox.run("echo ${LANG-}")).stdout.strip()
-    default = await sandbox.grep("needle", f"{src}/bad.txt")
+    lang = (await sandbox.commands.run("echo ${LANG-}")).stdout.strip()
+    default = await sandbox.files.grep("needle", f"{src}/bad.txt")
     assert [m.line for m in default.matches] == ([1, 3] if lang == "C.UTF-8" else [1, 2, 3])
-    as_bytes = await sandbox.grep("needle", f"{src}/bad.txt", env={"LC_ALL": "C"})
+    as_bytes = await sandbox.files.grep("needle", f"{src}/bad.txt", env={"LC_ALL": "C"})
     assert [m.line for m in as_bytes.matches] == [1, 2, 3]
     with pytest.raises(FileNotFoundError):
-        await sandbox.grep("needle", f"{ROOT}/missing")
-    relative = await sandbox.grep("needle 1", "grep-live/src")
+        await sandbox.files.grep("needle", f"{ROOT}/missing")
+    relative = await sandbox.files.grep("needle 1", "grep-live/src")
     assert relative.matches == [GrepMatch("grep-live/src/a.py", 1, "needle 1")]

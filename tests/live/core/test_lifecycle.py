@@ -37,17 +37,17 @@ async def test_create_attach_share_and_destroy(sandbox_image: str) -> None:
     try:
         sandbox_id = await creator.start()
         assert creator.owned
-        await creator.write_bytes("shared.txt", b"from the creator")
+        await creator.files.write_bytes("shared.txt", b"from the creator")
         summaries = {s.id: s for s in await list_sandboxes()}
         assert summaries[sandbox_id].metadata[LIBRARY_KEY] == "opensandbox-core"
         assert summaries[sandbox_id].metadata["team"] == "qa"
 
         async with AsyncSandboxSession.attach(sandbox_id) as attached:
             assert not attached.owned
-            assert await attached.read_bytes("shared.txt") == b"from the creator"
-            assert (await attached.run("cat shared.txt")).stdout == "from the creator"
+            assert await attached.files.read_bytes("shared.txt") == b"from the creator"
+            assert (await attached.commands.run("cat shared.txt")).stdout == "from the creator"
         # Leaving the attached session's block never destroys the sandbox.
-        assert (await creator.run("echo alive")).stdout == "alive\n"
+        assert (await creator.commands.run("echo alive")).stdout == "alive\n"
     finally:
         await creator.destroy()
     await creator.destroy()  # idempotent and quiet
@@ -59,9 +59,9 @@ async def test_create_attach_share_and_destroy(sandbox_image: str) -> None:
 async def test_blocking_facade_shares_the_engine(sandbox_image: str) -> None:
     def work() -> str:
         with SandboxSession(SandboxSpec(image=sandbox_image)) as sb:
-            sb.write_bytes("/tmp/b.bin", bytes(range(256)))
-            assert sb.read_bytes("/tmp/b.bin") == bytes(range(256))
-            assert sb.run(["echo", "blocking"]).stdout == "blocking\n"
+            sb.files.write_bytes("/tmp/b.bin", bytes(range(256)))
+            assert sb.files.read_bytes("/tmp/b.bin") == bytes(range(256))
+            assert sb.commands.run(["echo", "blocking"]).stdout == "blocking\n"
             assert sb.id is not None
             return sb.id
 
@@ -72,7 +72,7 @@ async def test_blocking_facade_shares_the_engine(sandbox_image: str) -> None:
 async def test_ten_concurrent_first_operations_create_one_sandbox(sandbox_image: str) -> None:
     session = AsyncSandboxSession(SandboxSpec(image=sandbox_image))
     try:
-        results = await asyncio.gather(*(session.run(f"echo {i}") for i in range(10)))
+        results = await asyncio.gather(*(session.commands.run(f"echo {i}") for i in range(10)))
         assert [r.stdout for r in results] == [f"{i}\n" for i in range(10)]
         assert await _owned(session) == [session.id]
     finally:
@@ -83,7 +83,7 @@ async def test_destroy_mid_command_raises_unavailable(sandbox_image: str) -> Non
     session = AsyncSandboxSession(SandboxSpec(image=sandbox_image))
     await session.start()
     other = AsyncSandboxSession.attach(session.id or "")
-    task = asyncio.create_task(session.run("sleep 120", timeout=60))
+    task = asyncio.create_task(session.commands.run("sleep 120", timeout=60))
     await asyncio.sleep(1.0)
     await other.destroy()
     started = time.monotonic()
@@ -120,7 +120,7 @@ async def test_lost_create_response_is_recovered_by_tag(
     connection = Connection(domain=dropping_proxy, request_timeout=3)
     session = AsyncSandboxSession(SandboxSpec(image=sandbox_image), connection=connection)
     try:
-        result = await session.run("echo adopted")
+        result = await session.commands.run("echo adopted")
         assert result.stdout == "adopted\n"
         assert session.owned
         assert await _owned(session) == [session.id]
@@ -195,7 +195,7 @@ async def test_options_the_docker_testbed_refuses_fail_cleanly(
 
     session = AsyncSandboxSession(SandboxSpec(image=sandbox_image, **option))
     with pytest.raises(ServerError) as info:
-        await session.run("true")
+        await session.commands.run("true")
     assert info.value.status_code == 400
     assert needle in str(info.value)
     assert session.id is None

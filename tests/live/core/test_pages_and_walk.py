@@ -43,57 +43,59 @@ async def test_pages_join_to_the_file(sandbox: AsyncSandboxSession, size: int) -
     whole = (unit * (size // len(unit.encode()) + 1)).encode()[:size]
     data = whole.decode("utf-8", "ignore").encode() + b"tail"  # cut on a character edge
     path = f"/workspace/pages/$HOME {size}.txt"  # a name execd would rewrite
-    await sandbox.write_bytes(path, data)
+    await sandbox.files.write_bytes(path, data)
     expected = _lines(data)
     got: list[str] = []
     offset: int | None = 0
     while offset is not None:
-        page = await sandbox.read_lines(path, offset, 7000)
+        page = await sandbox.files.read_lines(path, offset, 7000)
         assert page.offset == offset and page.size == len(data)
         got.extend(page.text.split("\n"))
         offset = page.next_offset
     assert got == expected
     assert page.total_lines == len(expected)
-    jump = await sandbox.read_lines(path, len(expected) - 3, 10)  # forward, then back
+    jump = await sandbox.files.read_lines(path, len(expected) - 3, 10)  # forward, then back
     assert jump.text.split("\n") == expected[-3:] and jump.next_offset is None
-    back = await sandbox.read_lines(path, 5, 2)
+    back = await sandbox.files.read_lines(path, 5, 2)
     assert back.text.split("\n") == expected[5:7]
-    past = await sandbox.read_lines(path, len(expected) + 10, 5)
+    past = await sandbox.files.read_lines(path, len(expected) + 10, 5)
     assert (past.text, past.end, past.total_lines) == ("", len(expected) + 10, len(expected))
 
 
 async def test_a_changed_file_is_read_again(sandbox: AsyncSandboxSession) -> None:
     path = "/workspace/pages/changing.txt"
     old = b"".join(b"old %07d\n" % i for i in range(300_000))  # 3.6 MiB: Range reads
-    await sandbox.write_bytes(path, old)
-    first = await sandbox.read_lines(path, 0, 1000)
-    second = await sandbox.read_lines(path, first.end, 1000)
+    await sandbox.files.write_bytes(path, old)
+    first = await sandbox.files.read_lines(path, 0, 1000)
+    second = await sandbox.files.read_lines(path, first.end, 1000)
     assert second.text.startswith("old 0001000")
-    await sandbox.write_bytes(path, old.replace(b"old", b"new"))  # same size
-    third = await sandbox.read_lines(path, second.end, 1000)
+    await sandbox.files.write_bytes(path, old.replace(b"old", b"new"))  # same size
+    third = await sandbox.files.read_lines(path, second.end, 1000)
     assert third.text.startswith("new 0002000")
-    await sandbox.write_bytes(path, b"short\n")
-    assert (await sandbox.read_lines(path, third.end, 10)).total_lines == 1
+    await sandbox.files.write_bytes(path, b"short\n")
+    assert (await sandbox.files.read_lines(path, third.end, 10)).total_lines == 1
 
 
 async def test_errors(sandbox: AsyncSandboxSession) -> None:
-    await sandbox.write_bytes("/workspace/pages/img.png", b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    await sandbox.files.write_bytes(
+        "/workspace/pages/img.png", b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+    )
     with pytest.raises(NotTextError) as caught:
-        await sandbox.read_lines("/workspace/pages/img.png")
+        await sandbox.files.read_lines("/workspace/pages/img.png")
     assert caught.value.binary
     late = b"ok\n" * 600_000 + b"\xff\n"  # 1.8 MiB: paged; the bad byte only at the end
-    await sandbox.write_bytes("/workspace/pages/late.txt", late)
-    assert (await sandbox.read_lines("/workspace/pages/late.txt", 0, 3)).text == "ok\nok\nok"
+    await sandbox.files.write_bytes("/workspace/pages/late.txt", late)
+    assert (await sandbox.files.read_lines("/workspace/pages/late.txt", 0, 3)).text == "ok\nok\nok"
     with pytest.raises(NotTextError) as caught:
-        await sandbox.read_lines("/workspace/pages/late.txt", 599_998, 3)
+        await sandbox.files.read_lines("/workspace/pages/late.txt", 599_998, 3)
     assert not caught.value.binary
     with pytest.raises(IsADirectoryError):
-        await sandbox.read_lines("/workspace/pages")
+        await sandbox.files.read_lines("/workspace/pages")
     with pytest.raises(FileNotFoundError):
-        await sandbox.read_lines("/workspace/pages/missing.txt")
+        await sandbox.files.read_lines("/workspace/pages/missing.txt")
     empty = "/workspace/pages/empty.txt"
-    await sandbox.write_bytes(empty, b"")
-    assert (await sandbox.read_lines(empty)).total_lines == 0
+    await sandbox.files.write_bytes(empty, b"")
+    assert (await sandbox.files.read_lines(empty)).total_lines == 0
 
 
 SETUP = r"""
@@ -130,42 +132,42 @@ print(repr(sorted(out)))
 
 
 async def test_walk_and_glob_match_os_walk(sandbox: AsyncSandboxSession) -> None:
-    done = await sandbox.run(["bash", "-c", SETUP, "setup", ROOT])
+    done = await sandbox.commands.run(["bash", "-c", SETUP, "setup", ROOT])
     assert done.exit_code == 0, done.stderr
-    oracle = await sandbox.run(["python3", "-c", ORACLE, ROOT])
+    oracle = await sandbox.commands.run(["python3", "-c", ORACLE, ROOT])
     expected = ast.literal_eval(oracle.stdout)
-    found = await sandbox.walk_files(ROOT)
+    found = await sandbox.files.walk(ROOT)
     assert [(m.relative, m.is_symlink) for m in found] == expected
     assert "bad\udcffname" in {m.relative for m in found}  # os.fsdecode's name for 0xFF
     assert all(m.path == f"{ROOT}/{m.relative}" for m in found)
-    py = await sandbox.glob("*.py", path=ROOT)
+    py = await sandbox.files.glob("*.py", path=ROOT)
     assert [m.relative for m in py] == sorted(
         rel for rel, _ in expected if os.path.basename(rel).endswith(".py")
     )
-    assert [m.relative for m in await sandbox.glob("sp ace/$HOME/*.py", path=ROOT)] == [
+    assert [m.relative for m in await sandbox.files.glob("sp ace/$HOME/*.py", path=ROOT)] == [
         "sp ace/$HOME/c.py"
     ]
-    assert [m.relative for m in await sandbox.glob("$(touch x).py", path=ROOT)] == [
+    assert [m.relative for m in await sandbox.files.glob("$(touch x).py", path=ROOT)] == [
         "src/$(touch x).py"
     ]
-    assert (await sandbox.run(["test", "-e", f"{ROOT}/x"])).exit_code == 1  # nothing ran
-    relative = await sandbox.glob("src/*.py", path="walk")  # against the working directory
+    assert (await sandbox.commands.run(["test", "-e", f"{ROOT}/x"])).exit_code == 1  # nothing ran
+    relative = await sandbox.files.glob("src/*.py", path="walk")  # against the working directory
     assert relative and all(m.path.startswith("walk/src/") for m in relative)
     with pytest.raises(FileNotFoundError):
-        await sandbox.walk_files(f"{ROOT}/missing")
+        await sandbox.files.walk(f"{ROOT}/missing")
     with pytest.raises(NotADirectoryError):
-        await sandbox.walk_files(f"{ROOT}/src/a.py")
+        await sandbox.files.walk(f"{ROOT}/src/a.py")
 
 
 async def test_run_bytes_is_exact(sandbox: AsyncSandboxSession) -> None:
     data = os.urandom(3 * MIB // 2)
-    await sandbox.write_bytes("/workspace/random.bin", data)
-    result = await sandbox.run_bytes("cat /workspace/random.bin; echo oops >&2; exit 7")
+    await sandbox.files.write_bytes("/workspace/random.bin", data)
+    result = await sandbox.commands.run_bytes("cat /workspace/random.bin; echo oops >&2; exit 7")
     assert result.stdout == data and result.exit_code == 7 and result.stderr == "oops\n"
-    every = await sandbox.run_bytes(["printf", "".join(f"\\{b:03o}" for b in range(256))])
+    every = await sandbox.commands.run_bytes(["printf", "".join(f"\\{b:03o}" for b in range(256))])
     assert every.stdout == bytes(range(256)) and every.exit_code == 0
     with pytest.raises(OutputLimitError):
-        await sandbox.run_bytes("head -c 4000000 /dev/zero")  # over max_output as base64
+        await sandbox.commands.run_bytes("head -c 4000000 /dev/zero")  # over max_output as base64
     with pytest.raises(CommandTimeoutError) as caught:
-        await sandbox.run_bytes("printf 'before\\n'; sleep 30", timeout=2)
+        await sandbox.commands.run_bytes("printf 'before\\n'; sleep 30", timeout=2)
     assert caught.value.stdout in ("", "before\n")  # the partial line, when it arrived

@@ -25,22 +25,22 @@ async def _state(session: AsyncSandboxSession) -> str:
 
 async def test_pause_blocks_work_and_resume_restores_it(sandbox_image: str) -> None:
     async with AsyncSandboxSession(SandboxSpec(image=sandbox_image)) as sb:
-        await sb.write_bytes("kept.txt", b"before the pause")
-        started = await sb.start_background("sleep 300")
+        await sb.files.write_bytes("kept.txt", b"before the pause")
+        started = await sb.commands.start_background("sleep 300")
         await sb.pause()
         assert await _state(sb) == "paused"
         assert sb.owned  # pausing keeps ownership: leaving `async with` still destroys it
         with pytest.raises(SandboxUnavailableError, match=r"paused.*resume\(\)"):
-            await sb.run("echo never")
+            await sb.commands.run("echo never")
         with pytest.raises(SandboxUnavailableError, match="resume"):
-            await sb.read_bytes("kept.txt")
+            await sb.files.read_bytes("kept.txt")
         await sb.pause()  # pausing a paused sandbox is quiet
 
         await sb.resume()
         assert await _state(sb) == "running"
-        result = await sb.run("echo back")
+        result = await sb.commands.run("echo back")
         assert (result.exit_code, result.stdout) == (0, "back\n")
-        assert await sb.read_bytes("kept.txt") == b"before the pause"
+        assert await sb.files.read_bytes("kept.txt") == b"before the pause"
         assert (await started.status()).running  # its processes survived the pause
         await sb.resume()  # resuming a running sandbox is quiet
         sandbox_id = sb.id
@@ -55,18 +55,18 @@ async def test_a_session_sees_a_resume_by_another_client(sandbox_image: str) -> 
         a = AsyncSandboxSession.attach(owner.id, connection=Connection(request_timeout=5.0))
         b = AsyncSandboxSession.attach(owner.id)
         try:
-            assert (await a.run("echo before")).stdout == "before\n"
+            assert (await a.commands.run("echo before")).stdout == "before\n"
             await b.pause()
             # A learns of the pause from a failed call (a file request times out after 5 s; a
             # command would wait for its own timeout), then refuses while the server agrees.
             with pytest.raises(SandboxUnavailableError, match="paused"):
-                await a.stat("/etc/hostname")
+                await a.files.stat("/etc/hostname")
             with pytest.raises(SandboxUnavailableError, match="paused"):
-                await a.run("echo still paused")
+                await a.commands.run("echo still paused")
             await b.resume()
-            result = await a.run("echo after")
+            result = await a.commands.run("echo after")
             assert (result.exit_code, result.stdout) == (0, "after\n")
-            assert await a.read_bytes("/etc/hostname")
+            assert await a.files.read_bytes("/etc/hostname")
         finally:
             await a.aclose()
             await b.aclose()

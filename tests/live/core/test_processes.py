@@ -20,13 +20,13 @@ from opensandbox_core import (
 async def _alive(session: AsyncSandboxSession, pid: str) -> bool:
     """Whether `pid` is a live process (not gone, not a zombie) in the sandbox."""
     probe = f'S=$(cut -d\' \' -f3 /proc/{pid}/stat 2>/dev/null); [ -n "$S" ] && [ "$S" != Z ]'
-    return (await session.run(probe)).exit_code == 0
+    return (await session.commands.run(probe)).exit_code == 0
 
 
 async def _read_pid(session: AsyncSandboxSession, path: str) -> str:
     for _ in range(200):
-        if await session.exists(path):
-            text = (await session.read_bytes(path)).decode().strip()
+        if await session.files.exists(path):
+            text = (await session.files.read_bytes(path)).decode().strip()
             if text:
                 return text
         await asyncio.sleep(0.05)
@@ -34,7 +34,7 @@ async def _read_pid(session: AsyncSandboxSession, path: str) -> str:
 
 
 async def test_background_process_status_output_and_stop(session: AsyncSandboxSession) -> None:
-    proc = await session.start_background(
+    proc = await session.commands.start_background(
         "for i in 1 2 3; do echo line $i; sleep 0.3; done; echo err >&2; exit 4"
     )
     first = await proc.read_output()
@@ -48,16 +48,16 @@ async def test_background_process_status_output_and_stop(session: AsyncSandboxSe
 
 
 async def test_background_stop_kills_the_process_group(session: AsyncSandboxSession) -> None:
-    proc = await session.start_background("sleep 300 & echo $! > /tmp/bg.pid; wait")
+    proc = await session.commands.start_background("sleep 300 & echo $! > /tmp/bg.pid; wait")
     for _ in range(100):
-        if await session.exists("/tmp/bg.pid"):
+        if await session.files.exists("/tmp/bg.pid"):
             break
         await asyncio.sleep(0.05)
     assert (await proc.status()).running
     await proc.stop()
-    pid = (await session.read_bytes("/tmp/bg.pid")).decode().strip()
+    pid = (await session.files.read_bytes("/tmp/bg.pid")).decode().strip()
     for _ in range(100):
-        if (await session.run(["kill", "-0", pid])).exit_code != 0:
+        if (await session.commands.run(["kill", "-0", pid])).exit_code != 0:
             break
         await asyncio.sleep(0.1)
     else:
@@ -79,14 +79,14 @@ async def test_background_handle_is_usable_at_once(sandbox_image: str, profile: 
     spec = SandboxSpec(image=sandbox_image, container_env={"OSB_EXECD_PROFILE": profile})
     async with AsyncSandboxSession(spec) as sb:
         for _ in range(5):
-            proc = await sb.start_background("sleep 5")
+            proc = await sb.commands.start_background("sleep 5")
             assert (await proc.status()).running
             assert (await proc.read_output()).text == ""
             await proc.stop()
         durations = []
         for _ in range(3):
             started = time.monotonic()
-            await (await sb.start_background("true")).wait(timeout=10)
+            await (await sb.commands.start_background("true")).wait(timeout=10)
             durations.append(time.monotonic() - started)
         assert min(durations) < 0.9, durations  # the stream's 1 s hold is not waited for
 
@@ -97,12 +97,12 @@ async def test_background_children_die_with_the_main_process(sandbox_image: str)
     `nohup cmd &` children die; `keep_running` starts one that survives."""
     spec = SandboxSpec(image=sandbox_image, container_env={"OSB_EXECD_PROFILE": "1.0.19"})
     async with AsyncSandboxSession(spec) as sb:
-        plain = await sb.start_background("sleep 300 & echo $! > /tmp/plain.pid")
-        nohup = await sb.start_background(
+        plain = await sb.commands.start_background("sleep 300 & echo $! > /tmp/plain.pid")
+        nohup = await sb.commands.start_background(
             "nohup sleep 300 >/dev/null 2>&1 & echo $! > /tmp/nohup.pid"
         )
         kept_line = BackgroundProcess.keep_running("sleep 300", log="/tmp/kept.log")
-        kept = await sb.start_background(f"{kept_line}; echo $! > /tmp/kept.pid")
+        kept = await sb.commands.start_background(f"{kept_line}; echo $! > /tmp/kept.pid")
         for proc in (plain, nohup, kept):
             assert await proc.wait(timeout=30) == 0
         plain_pid = await _read_pid(sb, "/tmp/plain.pid")
@@ -115,28 +115,28 @@ async def test_background_children_die_with_the_main_process(sandbox_image: str)
         assert not await _alive(sb, plain_pid), "a `cmd &` child outlived its main process"
         assert not await _alive(sb, nohup_pid), "a `nohup cmd &` child outlived its main process"
         assert await _alive(sb, kept_pid), "keep_running's child died with the main process"
-        await sb.run(["kill", "-KILL", f"-{kept_pid}"])
+        await sb.commands.run(["kill", "-KILL", f"-{kept_pid}"])
 
 
 @pytest.mark.testbed_daemon("1.0.19", "1.0.18")  # as the real v1.0.19 and v1.0.18 do
 async def test_discard_removes_the_output_file(sandbox_image: str) -> None:
     spec = SandboxSpec(image=sandbox_image, container_env={"OSB_EXECD_PROFILE": "1.0.19"})
     async with AsyncSandboxSession(spec) as sb:
-        proc = await sb.start_background("echo hello; sleep 300")
+        proc = await sb.commands.start_background("echo hello; sleep 300")
         for _ in range(100):
             if (await proc.read_output()).text == "hello\n":
                 break
             await asyncio.sleep(0.05)
         listing = f'ls "${{TMPDIR:-/tmp}}"/{proc.id}.output'
-        assert (await sb.run(listing)).exit_code == 0
+        assert (await sb.commands.run(listing)).exit_code == 0
         await proc.discard()
         assert not (await proc.status()).running
-        assert (await sb.run(listing)).exit_code != 0
+        assert (await sb.commands.run(listing)).exit_code != 0
         await proc.discard()  # idempotent
 
 
 async def test_background_output_is_bounded_on_the_client(session: AsyncSandboxSession) -> None:
-    proc = await session.start_background("head -c 3000000 /dev/zero | tr '\\0' z")
+    proc = await session.commands.start_background("head -c 3000000 /dev/zero | tr '\\0' z")
     await proc.wait(timeout=60)
     chunk = await proc.read_output(max_bytes=100_000)
     assert chunk.truncated
@@ -144,8 +144,8 @@ async def test_background_output_is_bounded_on_the_client(session: AsyncSandboxS
 
 
 async def test_port_preview_serves_a_file(session: AsyncSandboxSession) -> None:
-    await session.write_bytes("site/hello.txt", b"served from the sandbox\n")
-    server = await session.start_background(
+    await session.files.write_bytes("site/hello.txt", b"served from the sandbox\n")
+    server = await session.commands.start_background(
         ["python3", "-m", "http.server", "8000", "--bind", "127.0.0.1"], cwd="site"
     )
     try:
@@ -175,7 +175,7 @@ async def test_pool_hands_out_ready_owned_sandboxes(sandbox_image: str) -> None:
         started = time.monotonic()
         session = await pool.acquire()
         async with session:
-            assert (await session.run("echo pooled")).stdout == "pooled\n"
+            assert (await session.commands.run("echo pooled")).stdout == "pooled\n"
             warm = time.monotonic() - started
             assert session.owned
             tags = {s.id: s.owner_token for s in await list_sandboxes()}

@@ -34,7 +34,7 @@ async def _read_texts(ws: ClientConnection, texts: list[dict]) -> None:
 async def test_a_pty_session_runs_echo_hi(sandbox_image: str, use_server_proxy: bool) -> None:
     connection = Connection(use_server_proxy=use_server_proxy)
     async with AsyncSandboxSession(SandboxSpec(image=sandbox_image), connection=connection) as sb:
-        assert (await sb.run("true")).exit_code == 0  # started and reachable
+        assert (await sb.commands.run("true")).exit_code == 0  # started and reachable
         endpoint = (await sb._life.context()).execd.endpoint  # the project's own session
         headers = dict(endpoint.headers)
         async with httpx.AsyncClient(base_url=endpoint.base_url, headers=headers) as http:

@@ -42,7 +42,7 @@ async def test_terminal_tools_answer_a_prompt_drive_a_repl_and_interrupt(
     assert state(asked) == "running; 'Name? ' appeared"
     answered = await tools.send(tid, "Ada<Enter>", wait_for="# ")
     assert output(answered).startswith("Ada\n")
-    assert (await session.read_bytes("tools-home/greeting")) == b"hello Ada\n"
+    assert (await session.files.read_bytes("tools-home/greeting")) == b"hello Ada\n"
 
     repl = await tools.send(tid, "python3 -i<Enter>", wait_for=">>> ")
     assert "Python 3" in output(repl)
@@ -52,13 +52,13 @@ async def test_terminal_tools_answer_a_prompt_drive_a_repl_and_interrupt(
 
     slept = await tools.send(tid, "sleep 600<Enter>")
     assert state(slept) == "running" and output(slept) == "sleep 600\n"
-    assert (await session.run("pgrep -x sleep")).exit_code == 0
+    assert (await session.commands.run("pgrep -x sleep")).exit_code == 0
     interrupted = await tools.send(tid, "<Ctrl-C>", wait_for="# ")
     assert state(interrupted) == "running; '# ' appeared"
     assert output(interrupted).startswith("^C")
     status = await tools.send(tid, "echo rc=$?<Enter>", wait_for="rc=130")
     assert "rc=130" in output(status)
-    assert (await session.run("pgrep -x sleep")).exit_code == 1  # no sleep left
+    assert (await session.commands.run("pgrep -x sleep")).exit_code == 1  # no sleep left
     closed = await tools.close(tid)
     assert state(closed).startswith("closed")
 
@@ -164,12 +164,12 @@ async def test_terminal_close_ends_the_process_and_everything_it_started(
 ) -> None:
     tools = TerminalTools(session)
     tid = terminal_id(await tools.start("sleep 600 & sleep 700", timeout=1))
-    assert (await session.run("pgrep -x sleep | wc -l")).output.strip() == "2"
+    assert (await session.commands.run("pgrep -x sleep | wc -l")).output.strip() == "2"
     closed = await tools.close(tid)
     assert state(closed) == "closed (exit code -1)"
     for _ in range(50):
-        if (await session.run("pgrep -x sleep")).exit_code == 1:
+        if (await session.commands.run("pgrep -x sleep")).exit_code == 1:
             break
         await asyncio.sleep(0.1)
-    assert (await session.run("pgrep -x sleep")).exit_code == 1
+    assert (await session.commands.run("pgrep -x sleep")).exit_code == 1
     assert (await tools.close(tid)) == f"terminal {tid}: already closed"

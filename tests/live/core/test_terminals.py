@@ -75,7 +75,7 @@ async def drain(term: Terminal) -> bytes:
 
 @module_loop
 async def test_shell_echo_prompt_and_repl(session: AsyncSandboxSession) -> None:
-    async with await session.open_terminal() as term:
+    async with session.terminals.open() as term:
         await term.write("echo $((6*7))\r")
         seen = await term.expect("42")
         assert b"\x1b]6464" not in seen.string and b"trap" not in seen.string
@@ -99,7 +99,7 @@ async def test_shell_echo_prompt_and_repl(session: AsyncSandboxSession) -> None:
 
 @module_loop
 async def test_ctrl_c_stops_sleep(session: AsyncSandboxSession) -> None:
-    async with await session.open_terminal() as term:
+    async with session.terminals.open() as term:
         await term.write("sleep 600\r")
         await asyncio.sleep(0.5)
         await term.interrupt()
@@ -122,7 +122,7 @@ async def test_ctrl_c_stops_sleep(session: AsyncSandboxSession) -> None:
 async def test_exit_codes(
     session: AsyncSandboxSession, command: str | None, keys: str, code: int
 ) -> None:
-    async with await session.open_terminal(command) as term:
+    async with session.terminals.open(command) as term:
         if keys:
             await asyncio.sleep(0.3)
             await term.write(keys)
@@ -136,8 +136,8 @@ async def test_exit_codes(
 
 @module_loop
 async def test_command_starts_in_cwd_with_its_own_process(session: AsyncSandboxSession) -> None:
-    await session.make_dir("/tmp/term cwd $x")
-    async with await session.open_terminal("pwd; tty; echo $$", cwd="/tmp/term cwd $x") as term:
+    await session.files.make_dir("/tmp/term cwd $x")
+    async with session.terminals.open("pwd; tty; echo $$", cwd="/tmp/term cwd $x") as term:
         assert await term.wait(30) == 0
         lines = (await drain(term)).split(b"\r\n")
         assert lines[0] == b"/tmp/term cwd $x"
@@ -146,9 +146,9 @@ async def test_command_starts_in_cwd_with_its_own_process(session: AsyncSandboxS
 
 @module_loop
 async def test_bytes_are_exact(session: AsyncSandboxSession) -> None:
-    await session.run("head -c 3000000 /dev/urandom > /tmp/term-blob")
-    blob = await session.read_bytes("/tmp/term-blob")
-    async with await session.open_terminal() as term:
+    await session.commands.run("head -c 3000000 /dev/urandom > /tmp/term-blob")
+    blob = await session.files.read_bytes("/tmp/term-blob")
+    async with session.terminals.open() as term:
         await term.write("printf '\\377\\376x\\n'; printf 'x\\302\\205y\\n'; echo E\"\"ND1\r")
         seen = await term.expect("END1")
         assert b"\r\n\xff\xfex\r\nx\xc2\x85y\r\nEND1" in seen.string
@@ -167,7 +167,7 @@ async def test_bytes_are_exact(session: AsyncSandboxSession) -> None:
 
 @module_loop
 async def test_resize(session: AsyncSandboxSession) -> None:
-    async with await session.open_terminal(cols=100, rows=30) as term:
+    async with session.terminals.open(cols=100, rows=30) as term:
         await term.write("stty size\r")
         await term.expect("30 100")
         await term.resize(132, 43)
@@ -180,14 +180,14 @@ async def test_resize(session: AsyncSandboxSession) -> None:
 
 @module_loop
 async def test_detach_then_attach_replays(sandbox_id: str, session: AsyncSandboxSession) -> None:
-    term = await session.open_terminal()
+    term = await session.terminals.open()
     await term.write("sleep 0.5; echo meanwhile-$((4+4))\r")
     await term.detach()
     with pytest.raises(TerminalClosedError, match="detached"):
         await term.write("x")
     await asyncio.sleep(1.0)
     async with attached(sandbox_id, proxy=True) as other:
-        again = await other.attach_terminal(term.id)
+        again = await other.terminals.attach(term.id)
         seen = await again.expect("meanwhile-8")
         assert b"\x1b]6464" not in seen.string and b"trap" not in seen.string
         await again.write("echo still-$((1+1))\r")
@@ -198,12 +198,12 @@ async def test_detach_then_attach_replays(sandbox_id: str, session: AsyncSandbox
 @module_loop
 async def test_session_aclose_detaches_its_terminals(sandbox_id: str) -> None:
     async with attached(sandbox_id) as first:
-        term = await first.open_terminal()
+        term = await first.terminals.open()
         await term.write("echo first-$((2+2))\r")
         await term.expect("first-4")
     # Closed: detached (no takeover needed, on any execd), the shell still runs.
     async with attached(sandbox_id) as second:
-        again = await second.attach_terminal(term.id)
+        again = await second.terminals.attach(term.id)
         await again.expect("first-4")
         await again.write("echo second-$((3+3))\r")
         await again.expect("second-6")
@@ -214,10 +214,10 @@ async def test_session_aclose_detaches_its_terminals(sandbox_id: str) -> None:
 @pytest.mark.execd_profiles("1.0.19", "1.1")
 async def test_takeover_leaves_the_old_handle_a_clear_error(sandbox_id: str) -> None:
     async with attached(sandbox_id) as first, attached(sandbox_id, proxy=True) as second:
-        old = await first.open_terminal()
+        old = await first.terminals.open()
         await old.write("echo mine-$((5+5))\r")
         await old.expect("mine-10")
-        new = await second.attach_terminal(old.id)
+        new = await second.terminals.attach(old.id)
         await new.expect("mine-10")
         with pytest.raises(TerminalTakenOverError, match=old.id):
             await old.expect("never", timeout=20)
@@ -234,10 +234,10 @@ async def test_execd_without_takeover_refuses_clearly(sandbox_id: str) -> None:
     async with (
         attached(sandbox_id) as first,
         attached(sandbox_id) as second,
-        await first.open_terminal() as held,
+        await first.terminals.open() as held,
     ):
         with pytest.raises(TerminalBusyError, match="held by another client") as refused:
-            await second.attach_terminal(held.id)
+            await second.terminals.attach(held.id)
         assert refused.value.status_code == 409
         await held.write("echo unharmed-$((7+7))\r")
         await held.expect("unharmed-14")
@@ -248,7 +248,7 @@ import sys
 from opensandbox_core import SandboxSession
 
 with SandboxSession.attach(sys.argv[1]) as session:  # attached: never destroyed here
-    term = session.attach_terminal(sys.argv[2])
+    term = session.terminals.attach(sys.argv[2])
     term.expect("parent-21")
     term.write("echo child-$((6*7))\\r")
     term.expect("child-42")
@@ -262,7 +262,7 @@ async def test_another_process_attaches_with_the_blocking_api(sandbox_id: str) -
 
 
 async def _from_another_process(sandbox_id: str, session: AsyncSandboxSession) -> None:
-    term = await session.open_terminal()
+    term = await session.terminals.open()
     await term.write("echo parent-$((3*7))\r")
     await term.expect("parent-21")
     await term.detach()
@@ -274,14 +274,14 @@ async def _from_another_process(sandbox_id: str, session: AsyncSandboxSession) -
         timeout=120,
     )
     assert child.returncode == 0, child.stderr.decode()[-2000:]
-    again = await session.attach_terminal(term.id)
+    again = await session.terminals.attach(term.id)
     await again.expect("child-42")
     await again.close()
 
 
 def test_blocking_terminal(sandbox_id: str) -> None:
     with SandboxSession.attach(sandbox_id) as session:
-        with session.open_terminal('read -r line; echo "got:$line"; exit 7') as term:
+        with session.terminals.open('read -r line; echo "got:$line"; exit 7') as term:
             term.write("blocking\r")
             term.expect("got:blocking")
             assert term.wait(30) == 7
@@ -294,22 +294,22 @@ def test_blocking_terminal(sandbox_id: str) -> None:
 @module_loop
 async def test_unknown_and_closed_ids(session: AsyncSandboxSession) -> None:
     with pytest.raises(TerminalNotFoundError, match="0000-4000-8000") as missing:
-        await session.attach_terminal("00000000-0000-4000-8000-000000000000")
+        await session.terminals.attach("00000000-0000-4000-8000-000000000000")
     assert isinstance(missing.value, LookupError)
-    term = await session.open_terminal()
+    term = await session.terminals.open()
     await term.write("sleep 600\r")
     await term.close()
     await term.close()
     assert term.exit_code == -1
     with pytest.raises(TerminalNotFoundError, match=term.id):
-        await session.attach_terminal(term.id)
+        await session.terminals.attach(term.id)
 
 
 @module_loop
 async def test_a_cwd_execd_cannot_use(session: AsyncSandboxSession) -> None:
-    await session.write_bytes("/tmp/term-a-file", b"x")
+    await session.files.write_bytes("/tmp/term-a-file", b"x")
     with pytest.raises(ConfigurationError, match="cwd") as bad:
-        await session.open_terminal(cwd="/tmp/term-a-file/sub")
+        await session.terminals.open(cwd="/tmp/term-a-file/sub")
     assert "session_id" not in str(bad.value)
 
 
@@ -330,7 +330,7 @@ async def test_cancelled_open_leaves_no_terminal(
     monkeypatch.setattr(ExecdClient, "pty_create", spy)
     try:
         async with asyncio.timeout(after):
-            await session.open_terminal()
+            await session.terminals.open()
     except TimeoutError:
         pass
     else:
@@ -357,15 +357,15 @@ async def test_exit_loss_always_loses_nothing_the_daemon_kept(sandbox_image: str
     async with knob_sandbox(sandbox_image, OSB_EXECD_PTY_EXIT_LOSS="always") as owner:
         sid = await owner.start()
         async with attached(sid, proxy=True) as session:
-            async with await session.open_terminal() as term:
+            async with session.terminals.open() as term:
                 await term.write("echo bye-$((1+1)); exit 3\r")
                 assert await term.wait(30) == 3
                 assert (await drain(term)).endswith(b"bye-2\r\nexit\r\n")
-            async with await session.open_terminal("printf 'last-line\\n'; exit 4") as term:
+            async with session.terminals.open("printf 'last-line\\n'; exit 4") as term:
                 assert await term.wait(30) == 4
                 assert await drain(term) == b"last-line\r\n"
             # No end mark (killed): what the daemon kept, and only that, is read.
-            term = await session.open_terminal()
+            term = await session.terminals.open()
             await term.write("printf 'before\\n'; sleep 0.3; printf 'last-words\\n'; kill -9 $$\r")
             assert await term.wait(30) == -1
             out = await drain(term)
@@ -386,7 +386,7 @@ async def test_the_silence_rule_never_ends_a_terminal(
     env = {"OSB_EXECD_PTY_IDLE_S": "2", "OSB_EXECD_PTY_PING_S": "1000"}
     async with knob_sandbox(sandbox_image, **env) as owner:
         sid = await owner.start()
-        async with attached(sid, proxy=True) as session, await session.open_terminal() as term:
+        async with attached(sid, proxy=True) as session, await session.terminals.open() as term:
             await term.write("echo idle-$((2+2))\r")
             await term.expect("idle-4")
             link = term._keeper.link

@@ -56,7 +56,7 @@ def _tree(root: Path) -> None:
 
 
 async def _remote_files(session: AsyncSandboxSession, remote: str) -> set[str]:
-    result = await session.run(f"cd {remote} && find . -type f -o -type l | sort")
+    result = await session.commands.run(f"cd {remote} && find . -type f -o -type l | sort")
     assert result.exit_code == 0, result.output
     return {line[2:] for line in result.stdout.splitlines()}
 
@@ -91,10 +91,10 @@ async def test_secrets_are_skipped_by_default(session: AsyncSandboxSession, tmp_
         "settings.env": "secret",
         "src-link": "symlink to a directory",
     }
-    assert (await session.read_bytes(f"{remote}/data/big.bin")) == BIG
-    assert (await session.read_bytes(f"{remote}/readme-link.md")) == PLAIN["README.md"]
-    assert (await session.stat(f"{remote}/empty")).is_dir
-    modes = await session.run(f"stat -c '%a %n' {remote}/run.sh {remote}/README.md")
+    assert (await session.files.read_bytes(f"{remote}/data/big.bin")) == BIG
+    assert (await session.files.read_bytes(f"{remote}/readme-link.md")) == PLAIN["README.md"]
+    assert (await session.files.stat(f"{remote}/empty")).is_dir
+    modes = await session.commands.run(f"stat -c '%a %n' {remote}/run.sh {remote}/README.md")
     assert modes.stdout.split("\n")[:2] == [f"755 {remote}/run.sh", f"644 {remote}/README.md"]
 
 
@@ -121,10 +121,10 @@ async def test_include_secrets_and_exclude(session: AsyncSandboxSession, tmp_pat
         "escape.txt": "symlink outside the directory",
         "src-link": "symlink to a directory",
     }
-    assert (await session.read_bytes(f"/workspace/{remote}/.env")) == SECRET[".env"]
+    assert (await session.files.read_bytes(f"/workspace/{remote}/.env")) == SECRET[".env"]
     assert (
         "outside the tree"
-        not in (await session.run(f"grep -r outside /workspace/{remote} || true")).stdout
+        not in (await session.commands.run(f"grep -r outside /workspace/{remote} || true")).stdout
     )
 
 
@@ -141,12 +141,12 @@ async def test_the_session_method_and_its_blocking_twin(
 ) -> None:
     (tmp_path / "a.txt").write_text("a")
     (tmp_path / ".env").write_text("SECRET=1")
-    report = await session.upload_dir(tmp_path, "/workspace/flat")
+    report = await session.files.upload_dir(tmp_path, "/workspace/flat")
     assert (report.uploaded, dict(report.skipped)) == (
         ("/workspace/flat/a.txt",),
         {".env": "secret"},
     )
     assert session.id is not None
     with SandboxSession.attach(session.id) as blocking:
-        report = blocking.upload_dir(tmp_path, "/workspace/blocking", include_secrets=True)
+        report = blocking.files.upload_dir(tmp_path, "/workspace/blocking", include_secrets=True)
     assert report.uploaded == ("/workspace/blocking/.env", "/workspace/blocking/a.txt")

@@ -79,7 +79,7 @@ def _check_sandbox(backend: OpenSandboxBackend, tid: str) -> None:
     assert files.output == "hello Ada\n42\n"
     assert backend.execute("pgrep -x sleep").exit_code == 1  # Ctrl-C ended it
     with pytest.raises(TerminalNotFoundError):  # terminal_close deleted the terminal
-        run_blocking(backend.session.attach_terminal(tid))
+        run_blocking(backend.session.terminals.attach(tid))
 
 
 def _model(backend: OpenSandboxBackend, script: TerminalAgent) -> StepModel:

@@ -27,10 +27,14 @@ exec /bin/ls "$@"
 def busybox_ls_backend(testbed_env: dict[str, str]) -> Iterator[OpenSandboxBackend]:
     with OpenSandboxBackend.create() as backend:
         session = backend.session
-        run_blocking(session.write_bytes("/usr/local/bin/ls", BUSYBOX_LS.encode(), mode=0o755))
-        done = run_blocking(session.run(["bash", "-c", SETUP, "setup", ROOT, *HOSTILE_NAMES]))
+        run_blocking(
+            session.files.write_bytes("/usr/local/bin/ls", BUSYBOX_LS.encode(), mode=0o755)
+        )
+        done = run_blocking(
+            session.commands.run(["bash", "-c", SETUP, "setup", ROOT, *HOSTILE_NAMES])
+        )
         assert done.exit_code == 0, done.stderr
-        refused = run_blocking(session.run(["ls", "--quoting-style=escape", "/"]))
+        refused = run_blocking(session.commands.run(["ls", "--quoting-style=escape", "/"]))
         assert "unrecognized option" in refused.stderr
         yield backend
 

@@ -20,8 +20,9 @@ from deepagents_opensandbox_backend._filesystem import native_glob, native_read
 from opensandbox_core import (
     DirectoryEntry,
     DirectoryLister,
+    EditError,
+    NotTextError,
     SandboxSpec,
-    edit_file,
     run_blocking,
 )
 
@@ -87,7 +88,7 @@ def tools_backend(
     spec = SandboxSpec(image=DEFAULT_IMAGE, container_env=profile)
     with OpenSandboxBackend.create(spec=spec) as backend:
         done = run_blocking(
-            backend.session.run(["bash", "-c", SETUP, "setup", ROOT, *HOSTILE_NAMES])
+            backend.session.commands.run(["bash", "-c", SETUP, "setup", ROOT, *HOSTILE_NAMES])
         )
         assert done.exit_code == 0, done.stderr
         yield backend
@@ -156,7 +157,7 @@ def test_paged_read_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> N
     session = tools_backend.session
     for name, data in BIG_FILES.items():
         path = f"{ROOT}/big/{name}"
-        run_blocking(session.write_bytes(path, data))
+        run_blocking(session.files.write_bytes(path, data))
         for offset, limit in WINDOWS:
             assert tools_backend.read(path, offset, limit) == BaseSandbox.read(
                 tools_backend, path, offset, limit
@@ -167,7 +168,7 @@ def test_sequential_pages_match_and_see_changes(tools_backend: OpenSandboxBacken
     session = tools_backend.session
     path = f"{ROOT}/big/changing.txt"
     first = _text(4 * MIB, b"\n")
-    run_blocking(session.write_bytes(path, first))
+    run_blocking(session.files.write_bytes(path, first))
     offset, pages = 0, 0
     while offset is not None and pages < 4:
         page = tools_backend.read(path, offset, 6000)
@@ -176,20 +177,20 @@ def test_sequential_pages_match_and_see_changes(tools_backend: OpenSandboxBacken
     # Same size, other content: the index of the old version must not be used.
     second = first.replace(b"y", b"w")
     assert len(second) == len(first)
-    run_blocking(session.write_bytes(path, second))
+    run_blocking(session.files.write_bytes(path, second))
     assert offset is not None
     page = tools_backend.read(path, offset, 6000)
     assert page == BaseSandbox.read(tools_backend, path, offset, 6000)
     assert "w" in (page.file_data or {}).get("content", "")
     # Shorter: the old line starts are past the new end.
-    run_blocking(session.write_bytes(path, first[: 2 * MIB]))
+    run_blocking(session.files.write_bytes(path, first[: 2 * MIB]))
     page = tools_backend.read(path, offset, 6000)
     assert page == BaseSandbox.read(tools_backend, path, offset, 6000)
     # Replaced by a directory, then removed.
-    run_blocking(session.remove(path))
-    run_blocking(session.make_dir(path))
+    run_blocking(session.files.remove(path))
+    run_blocking(session.files.make_dir(path))
     assert tools_backend.read(path, 0, 10) == BaseSandbox.read(tools_backend, path, 0, 10)
-    run_blocking(session.remove(path))
+    run_blocking(session.files.remove(path))
     assert tools_backend.read(path, 0, 10) == BaseSandbox.read(tools_backend, path, 0, 10)
 
 
@@ -197,12 +198,12 @@ async def test_async_paged_read_through_a_symlink(tools_backend: OpenSandboxBack
     session = tools_backend.session
     target = f"{ROOT}/big/target.txt"
     link = f"{ROOT}/big/link.txt"
-    await session.write_bytes(target, _text(2 * MIB, b"\n"))
-    await session.run(["ln", "-sfn", "--", target, link])
+    await session.files.write_bytes(target, _text(2 * MIB, b"\n"))
+    await session.commands.run(["ln", "-sfn", "--", target, link])
     for offset in (0, 2000, 4000, 30_000, 32_000, 40_000):
         native = await tools_backend.aread(link, offset, 2000)
         assert native == await BaseSandbox.aread(tools_backend, link, offset, 2000), offset
-    await session.write_bytes(target, _text(2 * MIB, b"\n").replace(b"y", b"v"))
+    await session.files.write_bytes(target, _text(2 * MIB, b"\n").replace(b"y", b"v"))
     native = await tools_backend.aread(link, 2000, 2000)
     assert native == await BaseSandbox.aread(tools_backend, link, 2000, 2000)
     assert "v" in (native.file_data or {}).get("content", "")
@@ -241,7 +242,7 @@ def _prepare(session: object, root: str) -> None:
         'set -e; r="$1"; rm -rf -- "$r"; mkdir -p -- "$r/dir"; mkfifo "$r/fifo"; '
         'ln -s nowhere "$r/dangling"'
     )
-    done = run_blocking(session.run(["bash", "-c", script, "prepare", root]))  # type: ignore[attr-defined]
+    done = run_blocking(session.commands.run(["bash", "-c", script, "prepare", root]))  # type: ignore[attr-defined]
     assert done.exit_code == 0, done.stderr
 
 
@@ -254,9 +255,9 @@ def test_edit_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:
         outcomes = []
         for edit in (tools_backend.edit, lambda *a: BaseSandbox.edit(tools_backend, *a)):
             if content is not None:
-                run_blocking(session.write_bytes(path, content))
+                run_blocking(session.files.write_bytes(path, content))
             result = edit(path, old, new, replace_all)
-            after = run_blocking(session.read_bytes(path)) if content is not None else None
+            after = run_blocking(session.files.read_bytes(path)) if content is not None else None
             outcomes.append((result, after))
         assert outcomes[0] == outcomes[1], name
 
@@ -268,13 +269,13 @@ def test_edit_keeps_inode_mode_and_symlink(tools_backend: OpenSandboxBackend) ->
         'set -e; r="$1"; rm -rf -- "$r"; mkdir -p -- "$r"; printf "a\\r\\nb\\r\\n" > "$r/t.txt"; '
         'chmod 640 "$r/t.txt"; ln -s t.txt "$r/link"'
     )
-    assert run_blocking(session.run(["bash", "-c", script, "s", root])).exit_code == 0
+    assert run_blocking(session.commands.run(["bash", "-c", script, "s", root])).exit_code == 0
     stat = ["stat", "-c", "%i %a %F", f"{root}/t.txt", f"{root}/link"]
-    before = run_blocking(session.run(stat)).stdout
+    before = run_blocking(session.commands.run(stat)).stdout
     result = tools_backend.edit(f"{root}/link", "a\nb", "c\nd")
     assert result.error is None and result.occurrences == 1
-    assert run_blocking(session.read_bytes(f"{root}/t.txt")) == b"c\r\nd\r\n"
-    assert run_blocking(session.run(stat)).stdout == before
+    assert run_blocking(session.files.read_bytes(f"{root}/t.txt")) == b"c\r\nd\r\n"
+    assert run_blocking(session.commands.run(stat)).stdout == before
 
 
 async def test_aedit_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:
@@ -282,11 +283,11 @@ async def test_aedit_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> 
     path = f"{ROOT}/edit-async/a.txt"
     results = []
     for edit in (tools_backend.aedit, lambda *a: BaseSandbox.aedit(tools_backend, *a)):
-        await session.write_bytes(path, b"x\r\ny\r\nx\r\ny\r\n")
-        results.append((await edit(path, "x\ny", "z", False), await session.read_bytes(path)))
-        await session.write_bytes(path, b"x\r\ny\r\nx\r\ny\r\n")
-        results.append((await edit(path, "x\ny", "z", True), await session.read_bytes(path)))
-        results.append((await edit(path, "", "z", True), await session.read_bytes(path)))
+        await session.files.write_bytes(path, b"x\r\ny\r\nx\r\ny\r\n")
+        results.append((await edit(path, "x\ny", "z", False), await session.files.read_bytes(path)))
+        await session.files.write_bytes(path, b"x\r\ny\r\nx\r\ny\r\n")
+        results.append((await edit(path, "x\ny", "z", True), await session.files.read_bytes(path)))
+        results.append((await edit(path, "", "z", True), await session.files.read_bytes(path)))
     assert results[:3] == results[3:]
 
 
@@ -294,17 +295,16 @@ def test_the_native_paths_answer_without_the_scripts(tools_backend: OpenSandboxB
     """The comparisons above would also pass if every call fell back to the scripts."""
     session = tools_backend.session
     path = f"{ROOT}/native/one.txt"
-    run_blocking(session.write_bytes(path, b"alpha beta\n"))
-    edited = run_blocking(edit_file(session, path, "beta", "gamma"))
-    assert edited is not None and edited.occurrences == 1
-    assert run_blocking(session.read_bytes(path)) == b"alpha gamma\n"
+    run_blocking(session.files.write_bytes(path, b"alpha beta\n"))
+    assert run_blocking(session.files.edit(path, "beta", "gamma")) == 1
+    assert run_blocking(session.files.read_bytes(path)) == b"alpha gamma\n"
     listed = run_blocking(DirectoryLister(session).list(f"{ROOT}/native"))
     assert listed is not None and listed.entries == (DirectoryEntry(path, False),)
     hostile = run_blocking(DirectoryLister(session).list(f"{ROOT}/dir"))
     assert hostile is not None and hostile.entries is not None
     assert {*HOSTILE_NAMES, NON_UTF8_NAME} <= {e.path[len(ROOT) + 5 :] for e in hostile.entries}
     big = f"{ROOT}/native/big.txt"
-    run_blocking(session.write_bytes(big, _text(2 * MIB, b"\n")))
+    run_blocking(session.files.write_bytes(big, _text(2 * MIB, b"\n")))
     page = run_blocking(native_read(session, big, 100, 10))  # None would mean: the script
     assert page is not None and page.start_line == 101 and page.total_lines is None
 
@@ -359,7 +359,7 @@ def test_glob_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:
         'set -e; r="$1"; mkdir -p -- "$r/escape/inner"; ln -sfn /etc/hostname "$r/escape/out"; '
         'ln -sfn inner/f "$r/escape/in"; : > "$r/escape/inner/f"; ln -sfn .. "$r/escape/up"'
     )
-    assert run_blocking(session.run(["bash", "-c", script, "s", ROOT])).exit_code == 0
+    assert run_blocking(session.commands.run(["bash", "-c", script, "s", ROOT])).exit_code == 0
     for pattern, path in GLOB_CASES:
         native = tools_backend.glob(pattern, path)
         assert native == BaseSandbox.glob(tools_backend, pattern, path), (pattern, path)
@@ -424,7 +424,7 @@ GREP_CASES: list[tuple[str, str | None, str | None, int | None]] = [
 
 
 def _grep_tree(backend: OpenSandboxBackend) -> None:
-    done = run_blocking(backend.session.run(["bash", "-c", GREP_SETUP, "s", GREP]))
+    done = run_blocking(backend.session.commands.run(["bash", "-c", GREP_SETUP, "s", GREP]))
     assert done.exit_code == 0, done.stderr
 
 
@@ -459,40 +459,49 @@ async def test_agrep_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> 
         assert native == base, (pattern, path, glob, cap)
 
 
-async def test_core_read_range_and_replace_text(tools_backend: OpenSandboxBackend) -> None:
+async def test_core_read_range_and_edit(tools_backend: OpenSandboxBackend) -> None:
     """The two core calls the native tools add: ranged reads and in-place replaces."""
     session = tools_backend.session
     base = f"{ROOT}/core-calls"
     data = bytes(range(256)) * 4
     for name in ("plain.bin", "price$5.bin"):
-        await session.write_bytes(f"{base}/{name}", data)
+        await session.files.write_bytes(f"{base}/{name}", data)
         path = f"{base}/{name}"
-        assert await session.read_range(path, 0, 10) == data[:10]
-        assert await session.read_range(path, 1000, 100) == data[1000:]
-        assert await session.read_range(path, 1024, 5) == b""
-        assert await session.read_range(path, 5000, 5) == b""
-        assert await session.read_range(path, 3, 0) == b""
-    await session.run(["ln", "-sfn", "plain.bin", f"{base}/link"])
-    assert await session.read_range(f"{base}/link", 250, 10) == data[250:260]
+        assert await session.files.read_range(path, 0, 10) == data[:10]
+        assert await session.files.read_range(path, 1000, 100) == data[1000:]
+        assert await session.files.read_range(path, 1024, 5) == b""
+        assert await session.files.read_range(path, 5000, 5) == b""
+        assert await session.files.read_range(path, 3, 0) == b""
+    await session.commands.run(["ln", "-sfn", "plain.bin", f"{base}/link"])
+    assert await session.files.read_range(f"{base}/link", 250, 10) == data[250:260]
     with pytest.raises(FileNotFoundError):
-        await session.read_range(f"{base}/missing", 0, 1)
+        await session.files.read_range(f"{base}/missing", 0, 1)
     with pytest.raises(IsADirectoryError):
-        await session.read_range(base, 0, 1)
-    await session.run(["mkfifo", f"{base}/fifo"])
+        await session.files.read_range(base, 0, 1)
+    await session.commands.run(["mkfifo", f"{base}/fifo"])
     with pytest.raises(OSError, match="FIFO"):
-        await session.read_range(f"{base}/fifo", 0, 1)
+        await session.files.read_range(f"{base}/fifo", 0, 1)
     with pytest.raises(ValueError, match="offset"):
-        await session.read_range(f"{base}/plain.bin", -1, 1)
+        await session.files.read_range(f"{base}/plain.bin", -1, 1)
 
-    await session.write_bytes(f"{base}/t.txt", b"a-b-a\n")
-    await session.replace_text(f"{base}/t.txt", "a", "xyz")
-    assert await session.read_bytes(f"{base}/t.txt") == b"xyz-b-xyz\n"
+    await session.files.write_bytes(f"{base}/t.txt", b"a-b-a\n")
+    assert await session.files.edit(f"{base}/t.txt", "a", "xyz", replace_all=True) == 2
+    assert await session.files.read_bytes(f"{base}/t.txt") == b"xyz-b-xyz\n"
+    with pytest.raises(EditError, match="2 times") as ambiguous:
+        await session.files.edit(f"{base}/t.txt", "xyz", "q")
+    assert (ambiguous.value.reason, ambiguous.value.occurrences) == ("ambiguous", 2)
+    with pytest.raises(EditError, match="not found"):
+        await session.files.edit(f"{base}/t.txt", "nothing like it", "q")
+    assert await session.files.read_bytes(f"{base}/t.txt") == b"xyz-b-xyz\n"
     with pytest.raises(FileNotFoundError):
-        await session.replace_text(f"{base}/missing.txt", "a", "b")
+        await session.files.edit(f"{base}/missing.txt", "a", "b")
+    with pytest.raises(NotTextError):
+        await session.files.edit(f"{base}/plain.bin", "a", "b")
+    await session.files.write_bytes(f"{base}/price$5.txt", b"a\n")
     with pytest.raises(ValueError, match="rewritten"):
-        await session.replace_text(f"{base}/price$5.bin", "a", "b")
+        await session.files.edit(f"{base}/price$5.txt", "a", "b")
     with pytest.raises(ValueError, match="non-empty"):
-        await session.replace_text(f"{base}/t.txt", "", "b")
+        await session.files.edit(f"{base}/t.txt", "", "b")
 
 
 # -- write, delete, and generated trees: every tool, native against BaseSandbox's own ------------
@@ -516,7 +525,7 @@ def _snapshot(backend: OpenSandboxBackend, root: str) -> str:
         'cd -- "$1" 2>/dev/null || exit 0; find . -name ".*.osb-*.tmp" -prune -o '
         '-printf "%y %s %P\\0" -type f -exec md5sum {} +'
     )
-    done = run_blocking(backend.session.run(["bash", "-c", script, "snap", root]))
+    done = run_blocking(backend.session.commands.run(["bash", "-c", script, "snap", root]))
     return done.stdout
 
 
@@ -543,7 +552,10 @@ def test_write_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:
         path = name if name.startswith("relative") else f"{root}/{name}"
         states = []
         for write in (tools_backend.write, lambda p, c: BaseSandbox.write(tools_backend, p, c)):
-            assert run_blocking(session.run(["bash", "-c", prepare, "p", root])).exit_code == 0
+            assert (
+                run_blocking(session.commands.run(["bash", "-c", prepare, "p", root])).exit_code
+                == 0
+            )
             states.append((_outcome(write, path, content), _snapshot(tools_backend, root)))
         (native, native_tree), (base, base_tree) = states
         assert native_tree == base_tree, name
@@ -559,8 +571,10 @@ async def test_awrite_matches_base_sandbox(tools_backend: OpenSandboxBackend) ->
     path = f"{ROOT}/awrite/x y/\u0085.txt"
     results = []
     for write in (tools_backend.awrite, lambda p, c: BaseSandbox.awrite(tools_backend, p, c)):
-        await tools_backend.session.run(["rm", "-rf", "--", f"{ROOT}/awrite"])
-        results.append((await write(path, "é\r\n"), await tools_backend.session.read_bytes(path)))
+        await tools_backend.session.commands.run(["rm", "-rf", "--", f"{ROOT}/awrite"])
+        results.append(
+            (await write(path, "é\r\n"), await tools_backend.session.files.read_bytes(path))
+        )
     assert results[0] == results[1]
 
 
@@ -606,7 +620,12 @@ def test_delete_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:
         path = f"{root}/{name}"
         states = []
         for delete in (tools_backend.delete, lambda p: BaseSandbox.delete(tools_backend, p)):
-            assert run_blocking(session.run(["bash", "-c", DELETE_SETUP, "s", root])).exit_code == 0
+            assert (
+                run_blocking(
+                    session.commands.run(["bash", "-c", DELETE_SETUP, "s", root])
+                ).exit_code
+                == 0
+            )
             states.append((_outcome(delete, path), _snapshot(tools_backend, root)))
         assert states[0] == states[1], name
         assert states[0][0].error is not None or name not in states[0][1]
@@ -618,7 +637,7 @@ async def test_adelete_matches_base_sandbox(tools_backend: OpenSandboxBackend) -
     for name in ("tree", "link-to-dir", "missing"):
         states = []
         for delete in (tools_backend.adelete, lambda p: BaseSandbox.adelete(tools_backend, p)):
-            done = await session.run(["bash", "-c", DELETE_SETUP, "s", root])
+            done = await session.commands.run(["bash", "-c", DELETE_SETUP, "s", root])
             assert done.exit_code == 0
             states.append((await delete(f"{root}/{name}"), _snapshot(tools_backend, root)))
         assert states[0] == states[1], name
@@ -678,10 +697,10 @@ async def _make_tree(
     """Build the generated tree under `root` by names as bytes; (file paths, dir paths)."""
     _, files, dirs = _generated_tree(seed)
     session = backend.session
-    await session.run(["rm", "-rf", "--", root])
+    await session.commands.run(["rm", "-rf", "--", root])
     args = [base64.b64encode(_raw(d)).decode() for d in dirs]
     decode = 'set -e; r="$1"; shift; for d in "$@"; do n=$(printf %s "$d" | base64 -d; printf .); mkdir -p -- "$r/${n%.}"; done'
-    done = await session.run(["bash", "-c", decode, "mk", root, *args])
+    done = await session.commands.run(["bash", "-c", decode, "mk", root, *args])
     assert done.exit_code == 0, done.stderr
     safe: list[tuple[str, bytes]] = []
     for rel, body in files:
@@ -690,11 +709,11 @@ async def _make_tree(
             writer = 'n=$(printf %s "$2" | base64 -d; printf .); printf %s "$3" | base64 -d > "$1/${n%.}"'
             body64 = base64.b64encode(body).decode()
             rel64 = base64.b64encode(_raw(rel)).decode()
-            done = await session.run(["bash", "-c", writer, "w", root, rel64, body64])
+            done = await session.commands.run(["bash", "-c", writer, "w", root, rel64, body64])
             assert done.exit_code == 0, done.stderr
         else:
             safe.append((path, body))
-    await session.upload_files(safe)
+    await session.files.upload_files(safe)
     return [f"{root}/{rel}" for rel, _ in files], [f"{root}/{d}".rstrip("/") for d in dirs]
 
 
@@ -705,7 +724,7 @@ TREE_WINDOWS = [(0, 2000), (5, 10), (2000, 2000), (11_990, 100), (100_000, 1)]
 def _restore(backend: OpenSandboxBackend, pristine: str, root: str) -> None:
     """Put the generated tree back as it was built (one command)."""
     script = 'rm -rf -- "$2" && cp -a -- "$1" "$2"'
-    done = run_blocking(backend.session.run(["bash", "-c", script, "r", pristine, root]))
+    done = run_blocking(backend.session.commands.run(["bash", "-c", script, "r", pristine, root]))
     assert done.exit_code == 0, done.stderr
 
 

@@ -86,7 +86,7 @@ def test_edge_cases(offload_backend: OpenSandboxBackend) -> None:
     kept = _file(offload_backend, path) or b""
     assert printed.startswith(kept) and len(kept) >= len(printed) - 8192
     # A capture path that cannot be written (a directory): the output comes back whole.
-    run_blocking(offload_backend.session.make_dir(f"{ROOT}/a-dir"))
+    run_blocking(offload_backend.session.files.make_dir(f"{ROOT}/a-dir"))
     whole = offload_backend.execute_with_offload("seq 1 1000", f"{ROOT}/a-dir", max_inline_bytes=10)
     assert not whole.offloaded and whole.response.output == "".join(
         f"{n}\n" for n in range(1, 1001)

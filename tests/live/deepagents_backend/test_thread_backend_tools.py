@@ -93,7 +93,9 @@ def thread_backend(
     backend = request.param(namespace=namespace, image=sandbox_image)
     try:
         plain = backend.for_thread(THREAD)
-        done = run_blocking(plain.session.run(["bash", "-c", SETUP + HIDE_PYTHON, "s", ROOT]))
+        done = run_blocking(
+            plain.session.commands.run(["bash", "-c", SETUP + HIDE_PYTHON, "s", ROOT])
+        )
         assert done.exit_code == 0, done.stderr
         yield backend, plain
     finally:

@@ -88,7 +88,7 @@ async def test_leftovers_by_idle_time_and_owner(
         ids.append(dead)
         await kept.aclose()  # left behind on purpose
         await other.aclose()
-        assert (await in_use.run("true")).exit_code == 0
+        assert (await in_use.commands.run("true")).exit_code == 0
 
         def options(**extra: object) -> DoctorOptions:
             return DoctorOptions(skip_sandbox=True, match=tag, **extra)  # type: ignore[arg-type]
@@ -113,7 +113,7 @@ async def test_leftovers_by_idle_time_and_owner(
         assert (report.status, report.data["removed"]) == ("PASS", [kept.id])
         left = {s.id for s in await list_sandboxes(connection, metadata=tag)}
         assert left == {in_use.id, other.id}
-        assert (await in_use.run("echo still here")).stdout == "still here\n"
+        assert (await in_use.commands.run("echo still here")).stdout == "still here\n"
     finally:
         await in_use.destroy()
         for sandbox_id in ids:

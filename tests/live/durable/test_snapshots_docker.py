@@ -31,7 +31,7 @@ async def _read_when_ready(sandbox_id: str, path: str) -> bytes:
     while True:
         session = AsyncSandboxSession.attach(sandbox_id)
         try:
-            return await session.read_bytes(path)
+            return await session.files.read_bytes(path)
         except (SandboxUnavailableError, ServerError):  # its daemon is not up yet
             if time.monotonic() > deadline:
                 raise
@@ -126,7 +126,7 @@ async def test_the_snapshot_api_restores_files_and_gives_the_copy_a_new_owner(
         restored = await restore_snapshot(snapshot.id, metadata=tag, lifetime=600)
         took_restore = time.monotonic() - started
         assert restored.id != source.id and restored.owned
-        assert await restored.read_bytes("/workspace/state.txt") == b"checkpoint 1\n"
+        assert await restored.files.read_bytes("/workspace/state.txt") == b"checkpoint 1\n"
         assert await source.read_bytes("/workspace/state.txt") == b"changed later\n"
 
         # The copy carries its restorer's tag, not the source's (which the image would give it).
@@ -139,7 +139,7 @@ async def test_the_snapshot_api_restores_files_and_gives_the_copy_a_new_owner(
 
         # The source's owner cleans up: the copy survives, and its own owner removes it.
         await source.destroy()
-        assert (await restored.run("cat /workspace/state.txt")).stdout == "checkpoint 1\n"
+        assert (await restored.commands.run("cat /workspace/state.txt")).stdout == "checkpoint 1\n"
         async with restored:
             pass
         assert await list_sandboxes(metadata={OWNER_KEY: restored.owner_token}) == []

@@ -40,12 +40,12 @@ async def test_execd_dies_mid_command(package: str, sandbox_image: str) -> None:
 
 
 async def _pid_alive(session: AsyncSandboxSession, pid: str) -> bool:
-    return (await session.run(["sh", "-c", f"kill -0 {pid}"], timeout=10)).exit_code == 0
+    return (await session.commands.run(["sh", "-c", f"kill -0 {pid}"], timeout=10)).exit_code == 0
 
 
 async def _wait_pid(session: AsyncSandboxSession, marker: str) -> str:
     for _ in range(100):
-        result = await session.run(["cat", marker], timeout=10)
+        result = await session.commands.run(["cat", marker], timeout=10)
         if result.exit_code == 0 and result.stdout.strip():
             return result.stdout.strip()
         await asyncio.sleep(0.1)
@@ -54,7 +54,9 @@ async def _wait_pid(session: AsyncSandboxSession, marker: str) -> str:
 
 async def test_cancelled_task_stops_the_remote_process(sandbox_image: str) -> None:
     async with AsyncSandboxSession(SandboxSpec(image=sandbox_image)) as session:
-        task = asyncio.create_task(session.run("echo $$ > /tmp/cancel.pid; exec sleep 300"))
+        task = asyncio.create_task(
+            session.commands.run("echo $$ > /tmp/cancel.pid; exec sleep 300")
+        )
         pid = await _wait_pid(session, "/tmp/cancel.pid")
         assert await _pid_alive(session, pid)
         task.cancel()
@@ -77,7 +79,7 @@ def test_keyboard_interrupt_in_blocking_run_stops_the_remote_process(sandbox_ima
 
         def interrupt_when_started() -> None:
             for _ in range(200):
-                if sandbox.run(["cat", "/tmp/kbd.pid"], timeout=10).stdout.strip():
+                if sandbox.commands.run(["cat", "/tmp/kbd.pid"], timeout=10).stdout.strip():
                     break
                 time.sleep(0.1)
             time.sleep(0.5)
@@ -87,19 +89,19 @@ def test_keyboard_interrupt_in_blocking_run_stops_the_remote_process(sandbox_ima
         helper.start()
         started = time.monotonic()
         with pytest.raises(KeyboardInterrupt):
-            sandbox.run("echo $$ > /tmp/kbd.pid; exec sleep 300")
+            sandbox.commands.run("echo $$ > /tmp/kbd.pid; exec sleep 300")
         helper.join()
         assert time.monotonic() - started < 60
-        pid = sandbox.run(["cat", "/tmp/kbd.pid"], timeout=10).stdout.strip()
+        pid = sandbox.commands.run(["cat", "/tmp/kbd.pid"], timeout=10).stdout.strip()
         alive = True
         for _ in range(50):
-            alive = sandbox.run(["sh", "-c", f"kill -0 {pid}"], timeout=10).exit_code == 0
+            alive = sandbox.commands.run(["sh", "-c", f"kill -0 {pid}"], timeout=10).exit_code == 0
             if not alive:
                 break
             time.sleep(0.1)
         assert not alive, "the interrupted command still runs"
         # The façade still works after its own KeyboardInterrupt.
-        assert sandbox.run("echo after").stdout == "after\n"
+        assert sandbox.commands.run("echo after").stdout == "after\n"
         sandbox_id = sandbox.id
     # ... and leaving `with` after it still destroyed the sandbox it created.
     assert sandbox_id is not None

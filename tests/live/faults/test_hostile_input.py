@@ -89,9 +89,11 @@ async def _attempt(
 
 
 async def _no_injection(session: AsyncSandboxSession) -> None:
-    result = await session.run(["sh", "-c", f"ls -a {BASE} /workspace; test ! -e {MARKER}"])
+    result = await session.commands.run(
+        ["sh", "-c", f"ls -a {BASE} /workspace; test ! -e {MARKER}"]
+    )
     assert result.exit_code == 0, f"an injection ran: {MARKER} exists"
-    assert (await session.run(["test", "!", "-e", "PWNED"])).exit_code == 0
+    assert (await session.commands.run(["test", "!", "-e", "PWNED"])).exit_code == 0
 
 
 async def _round_trip(ops: HostileOps, index: int, path: str, outcomes: dict[str, str]) -> None:

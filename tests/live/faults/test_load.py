@@ -30,7 +30,9 @@ async def test_twenty_creates_with_lost_answers(
             for _ in range(20)
         ]
         try:
-            results = await asyncio.gather(*(s.run(f"echo {i}") for i, s in enumerate(sessions)))
+            results = await asyncio.gather(
+                *(s.commands.run(f"echo {i}") for i, s in enumerate(sessions))
+            )
             assert [r.stdout for r in results] == [f"{i}\n" for i in range(20)]
             assert proxy.withheld >= 6, proxy.withheld
             for session in sessions:

@@ -33,8 +33,8 @@ async def test_server_restart_mid_session(
     )
     session = AsyncSandboxSession(SandboxSpec(image=sandbox_image), connection=connection)
     try:
-        await session.write_bytes("keep.bin", b"\x00kept\xff" * 1000)
-        in_flight = asyncio.create_task(session.run("sleep 8; echo finished", timeout=60))
+        await session.files.write_bytes("keep.bin", b"\x00kept\xff" * 1000)
+        in_flight = asyncio.create_task(session.commands.run("sleep 8; echo finished", timeout=60))
         await asyncio.sleep(1.5)
         restartable_server.stop()
         started = time.monotonic()
@@ -52,10 +52,10 @@ async def test_server_restart_mid_session(
                 assert (await in_flight).stdout == "finished\n"
         restartable_server.start()
         # The next operation reattaches (same session, and a new one by id) and the data is there.
-        assert await session.read_bytes("keep.bin") == b"\x00kept\xff" * 1000
-        assert (await session.run("echo back")).stdout == "back\n"
+        assert await session.files.read_bytes("keep.bin") == b"\x00kept\xff" * 1000
+        assert (await session.commands.run("echo back")).stdout == "back\n"
         async with AsyncSandboxSession.attach(session.id or "", connection=connection) as other:
-            assert (await other.run(["cat", "keep.bin"])).exit_code == 0
+            assert (await other.commands.run(["cat", "keep.bin"])).exit_code == 0
     finally:
         if restartable_server.pid is None:
             restartable_server.start()
@@ -77,11 +77,11 @@ async def test_operation_while_server_down_fails_fast_then_recovers(
         restartable_server.stop()
         started = time.monotonic()
         with pytest.raises(ServerError) as info:
-            await session.run("echo nope", timeout=10)
+            await session.commands.run("echo nope", timeout=10)
         assert info.value.retryable
         assert time.monotonic() - started < 20
         restartable_server.start()
-        assert (await session.run("echo yes")).stdout == "yes\n"
+        assert (await session.commands.run("echo yes")).stdout == "yes\n"
     finally:
         if restartable_server.pid is None:
             restartable_server.start()
@@ -99,22 +99,22 @@ async def test_network_stall_ends_at_timeouts_and_recovers(
     )
     session = AsyncSandboxSession(SandboxSpec(image=sandbox_image), connection=connection)
     try:
-        await session.write_bytes("before.txt", b"before")
+        await session.files.write_bytes("before.txt", b"before")
         stalling_proxy.stall()
         # A file call ends at the request timeout.
         started = time.monotonic()
         with pytest.raises((ServerError, SandboxUnavailableError)):
-            await session.read_bytes("before.txt")
+            await session.files.read_bytes("before.txt")
         assert time.monotonic() - started < 3 * 3 + 3  # read timeout + one probe, not SDK retries
         # A command ends at its own timeout (plus the bounded grace), never hangs.
         started = time.monotonic()
         with pytest.raises((CommandTimeoutError, ServerError, SandboxUnavailableError)):
-            await session.run("echo stalled", timeout=3)
+            await session.commands.run("echo stalled", timeout=3)
         assert time.monotonic() - started < 3 + 5 + 10 + 5
         stalling_proxy.resume()
         # A retry after recovery works, and nothing was lost.
-        assert await session.read_bytes("before.txt") == b"before"
-        assert (await session.run("echo recovered", timeout=30)).stdout == "recovered\n"
+        assert await session.files.read_bytes("before.txt") == b"before"
+        assert (await session.commands.run("echo recovered", timeout=30)).stdout == "recovered\n"
     finally:
         stalling_proxy.resume()
         await session.destroy()

@@ -47,7 +47,7 @@ async def _leave_at_completion(session: AsyncSandboxSession) -> None:
 async def test_a_client_that_leaves_early_kills_the_other_commands(
     session: AsyncSandboxSession,
 ) -> None:
-    bystander = asyncio.create_task(session.run(BYSTANDER, timeout=30))
+    bystander = asyncio.create_task(session.commands.run(BYSTANDER, timeout=30))
     await asyncio.sleep(0.5)
     await _leave_at_completion(session)
     result = await bystander
@@ -56,10 +56,10 @@ async def test_a_client_that_leaves_early_kills_the_other_commands(
 
 
 async def test_the_core_never_leaves_a_stream_under_execd(session: AsyncSandboxSession) -> None:
-    bystander = asyncio.create_task(session.run(BYSTANDER, timeout=30))
+    bystander = asyncio.create_task(session.commands.run(BYSTANDER, timeout=30))
     await asyncio.sleep(0.3)
     for _ in range(8):  # short commands whose streams the core stops reading at completion
-        assert (await session.run("true")).exit_code == 0
-        assert (await session.run("echo hi")).stdout == "hi\n"
+        assert (await session.commands.run("true")).exit_code == 0
+        assert (await session.commands.run("echo hi")).stdout == "hi\n"
     result = await bystander
     assert (result.exit_code, result.stdout, result.stderr) == (0, "survived\n", "")

@@ -225,7 +225,7 @@ async def test_proc_and_sys_files_read_like_cat(package: str, sandbox_image: str
         if ops.stat is not None:
             assert await timed(lambda: ops.stat("/proc/version")) == (False, 0)
         if package == "core":
-            info = await driver.session.stat("/proc/version")
+            info = await driver.session.files.stat("/proc/version")
             assert (info.kind, info.is_file) == ("file", True)
         if ops.exists is not None:
             assert await ops.exists("/proc/self/status")
@@ -291,9 +291,9 @@ async def test_devices_fifos_sockets_and_loops(package: str, sandbox_image: str)
                 assert await timed(lambda p=path: ops.stat(p)) == (False, 0), path
         if package == "core":
             for path in ("/dev/zero", f"{BASE}/fifo", f"{BASE}/sock"):
-                info = await driver.session.stat(path)
+                info = await driver.session.files.stat(path)
                 assert (info.kind, info.is_file, info.is_dir) == ("other", False, False), path
-            loop = await driver.session.stat(f"{BASE}/loop")
+            loop = await driver.session.files.stat(f"{BASE}/loop")
             assert (loop.kind, loop.is_file, loop.is_dir) == ("symlink", False, False)
         if ops.exists is not None:
             for path in ("/dev/zero", f"{BASE}/fifo", f"{BASE}/sock", f"{BASE}/loop"):

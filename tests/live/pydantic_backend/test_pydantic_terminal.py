@@ -65,7 +65,7 @@ async def test_pydantic_agent_drives_terminals(
     assert await backend.read_bytes(f"{WORKDIR}/answer.txt") == b"42\n"
     assert not await _sleeping(backend)  # Ctrl-C ended it
     with pytest.raises(TerminalNotFoundError):  # terminal_close deleted the terminal
-        await backend.session.attach_terminal(tid)
+        await backend.session.terminals.attach(tid)
     await backend.aclose()
 
 

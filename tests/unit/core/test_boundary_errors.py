@@ -129,7 +129,7 @@ async def test_a_refused_create_is_reported_as_such_not_recovered() -> None:
     connection = Connection(domain="10.1.2.3:9999", api_key=SECRET, transport=transport)
     with pytest.raises(ServerError) as caught:
         async with AsyncSandboxSession(SandboxSpec(image="img"), connection=connection) as sb:
-            await sb.run("true")
+            await sb.commands.run("true")
     assert str(caught.value).startswith(
         "Could not create a sandbox from image 'img': nothing accepted the connection at "
         "http://10.1.2.3:9999 (connection refused)."
@@ -232,7 +232,7 @@ async def test_attaching_to_a_missing_sandbox_says_so_once() -> None:
     fake = FakeOpenSandbox()
     session = AsyncSandboxSession.attach("sbx-missing", connection=fake.connection())
     with pytest.raises(SandboxUnavailableError) as caught:
-        await session.run("true")
+        await session.commands.run("true")
     assert caught.value.sandbox_id == "sbx-missing"
     assert str(caught.value) == (
         "Sandbox sbx-missing was not found: it was deleted or has expired. "
@@ -245,11 +245,11 @@ async def test_attaching_to_a_missing_sandbox_says_so_once() -> None:
 async def test_a_sandbox_deleted_under_a_session_is_unavailable_with_a_finite_chain() -> None:
     fake = FakeOpenSandbox()
     async with AsyncSandboxSession(SandboxSpec(image="img"), connection=fake.connection()) as sb:
-        await sb.run("true")
+        await sb.commands.run("true")
         assert sb.id is not None
         fake.sandboxes.pop(sb.id)  # deleted by someone else: execd no longer answers
         with pytest.raises(SandboxUnavailableError) as caught:
-            await sb.run("true")
+            await sb.commands.run("true")
         assert caught.value.sandbox_id == sb.id
         assert str(caught.value) == (
             f"Sandbox {sb.id} is gone (deleted, expired or its daemon died): could not run a "

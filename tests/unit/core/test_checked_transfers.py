@@ -53,6 +53,10 @@ class Batches:
         self.downloads.append(list(paths))
         return [self._answer(path, f"<{path}>".encode()) for path in paths]
 
+    @property
+    def files(self) -> Batches:
+        return self
+
     def session(self) -> AsyncSandboxSession:
         return cast(AsyncSandboxSession, self)
 

@@ -17,13 +17,13 @@ async def test_destroy_forgets_every_cached_verdict_about_the_sandbox() -> None:
     session = AsyncSandboxSession(SandboxSpec(image="img"), connection=fake.connection())
     other = AsyncSandboxSession(SandboxSpec(image="img"), connection=fake.connection())
     async with session, other:
-        await session.write_bytes("f.txt", b"x")
-        await session.stat("f.txt")  # learns the file API too
-        assert await session.realpath("f.txt") == "/workspace/f.txt"  # and the tools (GNU)
+        await session.files.write_bytes("f.txt", b"x")
+        await session.files.stat("f.txt")  # learns the file API too
+        assert await session.files.realpath("f.txt") == "/workspace/f.txt"  # and the tools (GNU)
         await DirectoryLister(session).list("/workspace")  # and what its `ls` takes
-        await other.write_bytes("g.txt", b"y")
-        await other.stat("g.txt")
-        await other.realpath("g.txt")
+        await other.files.write_bytes("g.txt", b"y")
+        await other.files.stat("g.txt")
+        await other.files.realpath("g.txt")
         await DirectoryLister(other).list("/workspace")
         key = (session.connection.resolved_domain(), session.id)
         holding = {c.what for c in _caches._CACHES if any(k[:2] == key for k in c)}

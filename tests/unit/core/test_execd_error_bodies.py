@@ -65,7 +65,7 @@ def armed(fake: FakeOpenSandbox) -> Armed:
 async def sb(fake: FakeOpenSandbox, armed: Armed) -> AsyncIterator[AsyncSandboxSession]:
     connection = Connection(domain=fake.domain, api_key=fake.api_key, transport=armed.transport)
     async with AsyncSandboxSession(SandboxSpec(image="img"), connection=connection) as session:
-        await session.write_bytes(FILE, b"hi")  # started, and the file API learnt
+        await session.files.write_bytes(FILE, b"hi")  # started, and the file API learnt
         yield session
 
 
@@ -80,7 +80,7 @@ async def test_execd_refusing_the_request_is_a_server_error_without_a_probe(
     armed.arm("GET", "/files/info", 400, {"code": "INVALID_REQUEST", "message": "bad path"})
     before = probes(fake)
     with pytest.raises(ServerError) as caught:
-        await sb.stat(FILE)
+        await sb.files.stat(FILE)
     assert str(caught.value) == f"Could not inspect a path in sandbox {sb.id}: bad path"
     assert caught.value.status_code == 400 and not caught.value.retryable
     assert caught.value.__cause__ is None  # execd's answer is the whole story
@@ -92,7 +92,7 @@ async def test_a_command_execd_refuses_names_the_command(
 ) -> None:
     armed.arm("POST", "/command", 400, {"code": "INVALID_REQUEST", "message": "bad body"})
     with pytest.raises(ServerError, match=rf"^Could not run a command in sandbox {sb.id}: bad"):
-        await sb.run("true")
+        await sb.commands.run("true")
 
 
 @pytest.mark.parametrize(
@@ -115,7 +115,7 @@ async def test_path_texts_are_builtin_errors_of_the_callers_path(
     armed.arm("GET", "/files/download", 500, {"code": "RUNTIME_ERROR", "message": text})
     before = probes(fake)
     with pytest.raises(OSError) as caught:
-        await sb.read_bytes(FILE)
+        await sb.files.read_bytes(FILE)
     assert type(caught.value) is cls
     assert caught.value.errno == code and caught.value.filename == FILE
     assert probes(fake) == before
@@ -131,14 +131,14 @@ async def test_a_write_refused_for_its_temporary_file_names_the_callers_path(
         {"code": "RUNTIME_ERROR", "message": "open /workspace/.a.txt.osb-1: permission denied"},
     )
     with pytest.raises(PermissionError) as caught:
-        await sb.write_bytes(FILE, b"new")
+        await sb.files.write_bytes(FILE, b"new")
     assert caught.value.filename == FILE
 
 
 async def test_execd_404_of_a_path_is_file_not_found(armed: Armed, sb: AsyncSandboxSession) -> None:
     armed.arm("GET", "/files/download", 404, {"code": "FILE_NOT_FOUND", "message": "gone"})
     with pytest.raises(FileNotFoundError) as caught:
-        await sb.read_bytes(FILE)
+        await sb.files.read_bytes(FILE)
     assert caught.value.errno == errno.ENOENT and caught.value.filename == FILE
 
 
@@ -148,7 +148,7 @@ async def test_a_proxy_error_asks_whether_the_sandbox_is_gone_and_names_the_addr
     armed.arm("GET", "/directories/list", 503, b"upstream unavailable")
     before = probes(fake)
     with pytest.raises(ServerError) as caught:
-        await sb.list_dir("/workspace")
+        await sb.files.list_dir("/workspace")
     message = str(caught.value)
     assert message.startswith(f"Could not list a directory in sandbox {sb.id}: HTTP 503 upstream")
     assert f"(http://execd-{sb.id}.fake:44772)" in message
@@ -159,7 +159,7 @@ async def test_a_proxy_error_asks_whether_the_sandbox_is_gone_and_names_the_addr
 async def test_an_html_page_is_named_not_pasted(armed: Armed, sb: AsyncSandboxSession) -> None:
     armed.arm("GET", "/directories/list", 502, b"<html><body>" + b"x" * 3000 + b"</body></html>")
     with pytest.raises(ServerError) as caught:
-        await sb.list_dir("/workspace")
+        await sb.files.list_dir("/workspace")
     assert "HTML page" in str(caught.value) and "xxxx" not in str(caught.value)
     assert caught.value.retryable
 
@@ -172,7 +172,7 @@ async def test_a_sandbox_deleted_meanwhile_is_unavailable(
     assert sb.id is not None
     fake.sandboxes.pop(sb.id)  # deleted by someone else: the server no longer knows it
     with pytest.raises(SandboxUnavailableError) as caught:
-        await sb.list_dir("/workspace")
+        await sb.files.list_dir("/workspace")
     assert caught.value.sandbox_id == sb.id
     assert str(caught.value) == (
         f"Sandbox {sb.id} is gone (deleted, expired or its daemon died): could not list a "
@@ -186,7 +186,7 @@ async def test_a_refused_api_key_at_the_proxy_is_an_authentication_error(
     armed.arm("GET", "/directories/list", 401, {"code": "MISSING_API_KEY", "message": "no key"})
     before = probes(fake)
     with pytest.raises(AuthenticationError, match="none was sent") as caught:
-        await sb.list_dir("/workspace")
+        await sb.files.list_dir("/workspace")
     assert "OPEN_SANDBOX_API_KEY" in str(caught.value)
     assert probes(fake) == before
 
@@ -194,7 +194,7 @@ async def test_a_refused_api_key_at_the_proxy_is_an_authentication_error(
 async def test_a_background_status_error_is_translated_by_the_same_boundary(
     fake: FakeOpenSandbox, armed: Armed, sb: AsyncSandboxSession
 ) -> None:
-    process = await sb.start_background("true")
+    process = await sb.commands.start_background("true")
     armed.arm("GET", f"/command/status/{process.id}", 500, {"code": "X", "message": "boom"})
     with pytest.raises(ServerError) as caught:
         await process.status()

@@ -114,11 +114,11 @@ async def test_a_silent_file_command_is_a_stall_but_a_silent_run_waits(
     async with AsyncSandboxSession(SandboxSpec(image="img"), connection=connection) as sb:
         await sb.start()
         started = time.monotonic()
-        assert (await sb.run("echo sleepy", timeout=10)).exit_code == 0
+        assert (await sb.commands.run("echo sleepy", timeout=10)).exit_code == 0
         assert time.monotonic() - started >= 0.6
         started = time.monotonic()
         with pytest.raises(OpenSandboxError):
-            await sb.realpath("/sleepy")  # `realpath` runs as a file command
+            await sb.files.realpath("/sleepy")  # `realpath` runs as a file command
         assert time.monotonic() - started < 0.5
 
 
@@ -137,9 +137,9 @@ async def test_a_command_post_is_never_sent_twice_through_a_retrying_transport()
         before = fake.count("command")
         fake.fail_next("command", status=503)
         with pytest.raises(OpenSandboxError):
-            await sb.run("echo once")
+            await sb.commands.run("echo once")
         assert fake.count("command") == before + 1
-        assert (await sb.run("echo again")).stdout == "again\n"
+        assert (await sb.commands.run("echo again")).stdout == "again\n"
 
 
 @pytest.fixture
@@ -199,8 +199,8 @@ async def test_background_handles_reach_the_sandbox_through_the_facets() -> None
     async with AsyncSandboxSession(SandboxSpec(image="img"), connection=fake.connection()) as sb:
         # The fake runs a command to its end before its stream's completion event, so the
         # process has exited by the time the handle exists.
-        process = await sb.start_background("true")
-        again = sb.background(process.id)
+        process = await sb.commands.start_background("true")
+        again = sb.commands.background(process.id)
         assert again.id == process.id
         status = await asyncio.wait_for(again.status(), 5)
         assert status == ProcessStatus(running=False, exit_code=0, error=None)

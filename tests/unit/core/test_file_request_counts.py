@@ -35,9 +35,9 @@ async def counted(request: pytest.FixtureRequest) -> AsyncIterator[Counted]:
     fake = FakeOpenSandbox(file_api=request.param)
     async with AsyncSandboxSession(SandboxSpec(image="img"), connection=fake.connection()) as sb:
         counted = Counted(fake, sb)
-        await counted.requests(sb.run("true"))  # created, probed
-        await counted.requests(sb.write_bytes("/workspace/warm.txt", b"x"))  # file API learnt
-        await counted.requests(sb.stat("/workspace/warm.txt"))  # and, on v1.0.18, its tools
+        await counted.requests(sb.commands.run("true"))  # created, probed
+        await counted.requests(sb.files.write_bytes("/workspace/warm.txt", b"x"))  # file API learnt
+        await counted.requests(sb.files.stat("/workspace/warm.txt"))  # and, on v1.0.18, its tools
         yield counted
 
 
@@ -71,9 +71,9 @@ class Counted:
 
 async def test_a_known_file_is_read_with_one_download(counted: Counted) -> None:
     sb = counted.session
-    await counted.requests(sb.write_bytes("/workspace/a.txt", b"hello"))
-    assert await counted.requests(sb.read_bytes("/workspace/a.txt")) == {"download": 1}
-    assert await sb.read_bytes("/workspace/a.txt") == b"hello"
+    await counted.requests(sb.files.write_bytes("/workspace/a.txt", b"hello"))
+    assert await counted.requests(sb.files.read_bytes("/workspace/a.txt")) == {"download": 1}
+    assert await sb.files.read_bytes("/workspace/a.txt") == b"hello"
 
 
 async def test_an_unknown_file_is_inspected_once_then_read_with_one_download(
@@ -81,26 +81,26 @@ async def test_an_unknown_file_is_inspected_once_then_read_with_one_download(
 ) -> None:
     sb = counted.session
     counted.fake.sandbox().write("/workspace/made.txt", b"by a command")
-    first = await counted.requests(sb.read_bytes("/workspace/made.txt"))
+    first = await counted.requests(sb.files.read_bytes("/workspace/made.txt"))
     if counted.generation == "1.0.19":
         assert first == {"info": 1, "download": 1}
     else:  # v1.0.18's info follows symlinks and has no type: `find` tells (its record is read
         # from the command's capture file)
         assert first == {"command": 1, "download": 2, "remove": 1}
-    assert await counted.requests(sb.read_bytes("/workspace/made.txt")) == {"download": 1}
+    assert await counted.requests(sb.files.read_bytes("/workspace/made.txt")) == {"download": 1}
 
 
 async def test_a_known_file_is_replaced_with_one_upload_and_one_rename(counted: Counted) -> None:
     sb = counted.session
-    await counted.requests(sb.write_bytes("/workspace/r.txt", b"v1"))
-    sent = await counted.requests(sb.write_bytes("/workspace/r.txt", b"v2"))
+    await counted.requests(sb.files.write_bytes("/workspace/r.txt", b"v1"))
+    sent = await counted.requests(sb.files.write_bytes("/workspace/r.txt", b"v2"))
     assert sent == {"upload": 1, "command": 1, "remove": 1}
     assert counted.fake.sandbox().read("/workspace/r.txt") == b"v2"
 
 
 async def test_a_new_file(counted: Counted) -> None:
     sb = counted.session
-    sent = await counted.requests(sb.write_bytes("/workspace/new/deep/n.txt", b"new"))
+    sent = await counted.requests(sb.files.write_bytes("/workspace/new/deep/n.txt", b"new"))
     if counted.generation == "1.0.19":
         assert sent == {"upload": 1, "info": 1, "move": 1}  # the info while uploading
     else:
@@ -114,7 +114,7 @@ async def test_the_first_replacement_of_an_unknown_file(counted: Counted) -> Non
     sb = counted.session
     box = counted.fake.sandbox()
     box.write("/workspace/old.txt", b"old", 0o600)
-    sent = await counted.requests(sb.write_bytes("/workspace/old.txt", b"new"))
+    sent = await counted.requests(sb.files.write_bytes("/workspace/old.txt", b"new"))
     if counted.generation == "1.0.19":
         assert sent == {"upload": 1, "info": 1, "command": 1, "remove": 1}
     else:
@@ -125,11 +125,11 @@ async def test_the_first_replacement_of_an_unknown_file(counted: Counted) -> Non
 async def test_no_marker_or_temporary_file_is_left(counted: Counted) -> None:
     sb = counted.session
     for content in (b"1", b"2", b"3"):
-        await counted.requests(sb.write_bytes("/workspace/m.txt", content))
+        await counted.requests(sb.files.write_bytes("/workspace/m.txt", content))
     names = list(counted.fake.sandbox().files)
     assert not [n for n in names if ".osb-" in n or ".osbmark-" in n], names
 
 
 async def test_a_command(counted: Counted) -> None:
     """For comparison: a command without output is one request (and its files' deletion)."""
-    assert await counted.requests(counted.session.run("true")) == {"command": 1, "remove": 1}
+    assert await counted.requests(counted.session.commands.run("true")) == {"command": 1, "remove": 1}

@@ -275,7 +275,7 @@ def _session(version: str, workdir: Path, sandbox_id: str) -> Offline:
     session._life.loops[asyncio.get_running_loop()] = _LoopClients(
         sdk_config=sdk_config, sandboxes=sandboxes, execd=execd
     )
-    session._commands.run = commands  # type: ignore[method-assign]
+    session._runner.run = commands  # type: ignore[method-assign]
     return session, daemon, commands
 
 
@@ -327,7 +327,7 @@ async def test_stat_parses_the_recorded_v1_0_19_info(tmp_path: Path) -> None:
     daemon.overrides[("GET", "/files/info", path)] = replay(
         recorded("v1.0.19", "files_info", "file.txt")
     )
-    info = await session.stat(path)
+    info = await session.files.stat(path)
     assert (info.kind, info.size, info.mode, info.is_file, info.is_dir) == (
         "file",
         12,
@@ -343,8 +343,8 @@ async def test_stat_parses_the_recorded_v1_0_19_info(tmp_path: Path) -> None:
         recorded("v1.0.19", "files_info", "missing.txt")
     )
     with pytest.raises(FileNotFoundError):
-        await session.stat(missing)
-    assert not await session.exists(missing)
+        await session.files.stat(missing)
+    assert not await session.files.exists(missing)
 
 
 async def test_v1_0_18_is_detected_once_and_never_asked_for_info(tmp_path: Path) -> None:
@@ -352,9 +352,9 @@ async def test_v1_0_18_is_detected_once_and_never_asked_for_info(tmp_path: Path)
     (tmp_path / "file.txt").write_bytes(b"hello\nworld\n")
     os.symlink("file.txt", tmp_path / "link")
     os.symlink("missing.txt", tmp_path / "dangling")
-    info = await session.stat("file.txt")
+    info = await session.files.stat("file.txt")
     assert (info.kind, info.size, info.mode, info.is_file) == ("file", 12, 0o644, True)
-    link = await session.stat("link")
+    link = await session.files.stat("link")
     assert (link.kind, link.size, link.mode, link.is_file, link.is_dir) == (
         "symlink",
         8,
@@ -362,15 +362,15 @@ async def test_v1_0_18_is_detected_once_and_never_asked_for_info(tmp_path: Path)
         True,
         False,
     )
-    dangling = await session.stat("dangling")
+    dangling = await session.files.stat("dangling")
     assert (dangling.kind, dangling.is_file, dangling.is_dir) == ("symlink", False, False)
-    assert await session.exists("dangling")
-    assert not await session.exists("missing.txt")
-    assert not await session.exists("file.txt/child")
+    assert await session.files.exists("dangling")
+    assert not await session.files.exists("missing.txt")
+    assert not await session.files.exists("file.txt/child")
     with pytest.raises(FileNotFoundError):
-        await session.stat("missing.txt")
+        await session.files.stat("missing.txt")
     with pytest.raises(NotADirectoryError):
-        await session.stat("file.txt/child")
+        await session.files.stat("file.txt/child")
     assert daemon.count("GET", "/files/info") == 1  # only the detection, of "/"
     assert daemon.count("GET", "/files/info", "/") == 1
     probes = [argv for argv in commands.argvs if argv[2:] == _portable.GNU_PROBE]
@@ -387,7 +387,7 @@ async def test_a_missing_list_route_is_learnt_once(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_bytes(b"aa")
     (tmp_path / "sub").mkdir()
     for _ in range(2):
-        entries = await session.list_dir(str(tmp_path))
+        entries = await session.files.list_dir(str(tmp_path))
         assert [(e.name, e.kind, e.is_dir) for e in entries] == [
             ("a.txt", "file", False),
             ("sub", "directory", True),
@@ -410,7 +410,7 @@ async def test_an_entry_vanishing_during_a_listing_is_listed_again(tmp_path: Pat
     )
     real = daemon.handler(httpx.Request("GET", f"http://x/directories/list?path={tmp_path}"))
     daemon.overrides[("GET", "/directories/list", str(tmp_path))] = [vanished, real]
-    entries = await session.list_dir(str(tmp_path))
+    entries = await session.files.list_dir(str(tmp_path))
     assert [e.name for e in entries] == ["a.txt"]
     assert daemon.count("GET", "/directories/list", str(tmp_path)) == 3  # 1 to build `real`
     # A listing of a directory that is itself missing is not retried.
@@ -419,7 +419,7 @@ async def test_an_entry_vanishing_during_a_listing_is_listed_again(tmp_path: Pat
         404, json={"code": "FILE_NOT_FOUND", "message": f"lstat {missing}: no such file"}
     )
     with pytest.raises(FileNotFoundError):
-        await session.list_dir(missing)
+        await session.files.list_dir(missing)
     assert daemon.count("GET", "/directories/list", missing) == 1
 
 
@@ -445,35 +445,35 @@ async def test_list_dir(offline: Offline, tmp_path: Path) -> None:
         ("sub", "directory", True, False, None),
     ]
     for path in ("ls", "lslink", f"{tmp_path}/ls/sub/.."):
-        entries = await session.list_dir(path)
+        entries = await session.files.list_dir(path)
         got = [(e.name, e.kind, e.is_dir, e.is_file, None if e.is_dir else e.size) for e in entries]
         assert got == [(n, k, d, f, None if d else s) for n, k, d, f, s in expected], path
-    assert {e.path for e in await session.list_dir("lslink")} == {
+    assert {e.path for e in await session.files.list_dir("lslink")} == {
         f"{tmp_path}/lslink/{name}" for name, *_ in expected
     }
     with pytest.raises(NotADirectoryError):
-        await session.list_dir("ls/a.txt")
+        await session.files.list_dir("ls/a.txt")
     with pytest.raises(FileNotFoundError):
-        await session.list_dir("ls/missing")
+        await session.files.list_dir("ls/missing")
     with pytest.raises(FileNotFoundError):
-        await session.list_dir("ls/dangling")
+        await session.files.list_dir("ls/dangling")
 
 
 async def test_write_read_and_modes(offline: Offline, tmp_path: Path) -> None:
     session, _, _ = offline
     data = bytes(range(256)) * 16
-    await session.write_bytes("deep/er/data.bin", data)
+    await session.files.write_bytes("deep/er/data.bin", data)
     assert (tmp_path / "deep/er/data.bin").read_bytes() == data
-    assert await session.read_bytes("deep/er/data.bin") == data
-    info = await session.stat("deep/er/data.bin")
+    assert await session.files.read_bytes("deep/er/data.bin") == data
+    info = await session.files.stat("deep/er/data.bin")
     assert (info.size, info.mode, info.kind) == (len(data), 0o644, "file")
     # An overwrite keeps the whole mode, setuid included; a new setgid mode is applied.
     os.chmod(tmp_path / "deep/er/data.bin", 0o4750)  # noqa: S103 - a test file
-    await session.write_bytes("deep/er/data.bin", b"v2")
+    await session.files.write_bytes("deep/er/data.bin", b"v2")
     assert stat_module.S_IMODE(os.stat(tmp_path / "deep/er/data.bin").st_mode) == 0o4750
-    await session.write_bytes("sgid.sh", b"#!/bin/sh\n", mode=0o2755)
+    await session.files.write_bytes("sgid.sh", b"#!/bin/sh\n", mode=0o2755)
     assert stat_module.S_IMODE(os.stat(tmp_path / "sgid.sh").st_mode) == 0o2755
-    assert (await session.stat("sgid.sh")).mode == 0o755  # execd reports the 0o777 bits only
+    assert (await session.files.stat("sgid.sh")).mode == 0o755  # execd reports the 0o777 bits only
     assert not [p for p in os.listdir(tmp_path) if ".osb-" in p]
 
 
@@ -482,14 +482,14 @@ async def test_writes_go_through_symlinks_and_loops_fail(offline: Offline, tmp_p
     (tmp_path / "target").write_bytes(b"old")
     os.symlink("target", tmp_path / "link")
     os.symlink("loop", tmp_path / "loop")
-    await session.write_bytes("link", b"new")
+    await session.files.write_bytes("link", b"new")
     assert (tmp_path / "target").read_bytes() == b"new"
     assert os.path.islink(tmp_path / "link")
     with pytest.raises(OSError) as caught:
-        await session.write_bytes("loop", b"x")
+        await session.files.write_bytes("loop", b"x")
     assert caught.value.errno == errno.ELOOP
     with pytest.raises(IsADirectoryError):
-        await session.write_bytes(".", b"x")
+        await session.files.write_bytes(".", b"x")
 
 
 @pytest.mark.parametrize(
@@ -502,21 +502,21 @@ async def test_dollar_names_are_written_exactly(
     session, daemon, _ = offline
     for path in (name, f"dir$1/{name}", f"{tmp_path}/$x/{{y}}/{name}"):
         data = f"content of {path}".encode()
-        await session.write_bytes(path, data)
+        await session.files.write_bytes(path, data)
         on_disk = Path(path if path.startswith("/") else tmp_path / path)
         assert on_disk.read_bytes() == data, path
-        assert await session.read_bytes(path) == data
-        info = await session.stat(path)
+        assert await session.files.read_bytes(path) == data
+        info = await session.files.stat(path)
         assert (info.kind, info.size, info.path.endswith(name)) == ("file", len(data), True)
-        assert name in [e.name for e in await session.list_dir(os.path.dirname(path) or ".")]
-        await session.write_bytes(path, b"again")
+        assert name in [e.name for e in await session.files.list_dir(os.path.dirname(path) or ".")]
+        await session.files.write_bytes(path, b"again")
         assert on_disk.read_bytes() == b"again"
-        await session.remove(path)
-        assert not on_disk.exists() and not await session.exists(path)
-    await session.make_dir(f"made$1/{name}")
+        await session.files.remove(path)
+        assert not on_disk.exists() and not await session.files.exists(path)
+    await session.files.make_dir(f"made$1/{name}")
     assert (tmp_path / f"made$1/{name}").is_dir()
-    await session.remove(f"made$1/{name}", recursive=False)
-    await session.remove("made$1")
+    await session.files.remove(f"made$1/{name}", recursive=False)
+    await session.files.remove("made$1")
     assert sorted(os.listdir(tmp_path)) == ["$x", "dir$1"]
     assert not [r for r in daemon.requests if "$" in str(r)]
     assert not [p for p in os.listdir("/tmp") if p.startswith(".osb-link-")]
@@ -527,20 +527,20 @@ async def test_dotdot_resolves_like_the_kernel(offline: Offline, tmp_path: Path)
     (tmp_path / "real" / "inner").mkdir(parents=True)
     os.symlink("real/inner", tmp_path / "jump")
     # jump/.. is real (the symlink's target's parent), not the working dir.
-    await session.write_bytes("jump/../via-link.txt", b"x")
+    await session.files.write_bytes("jump/../via-link.txt", b"x")
     assert (tmp_path / "real" / "via-link.txt").read_bytes() == b"x"
-    assert await session.read_bytes(f"{tmp_path}/jump/../via-link.txt") == b"x"
+    assert await session.files.read_bytes(f"{tmp_path}/jump/../via-link.txt") == b"x"
     # A missing directory before `..` is made by writes (as `mkdir -p` of the parent would make
     # it), and is FileNotFoundError for reads.
-    await session.write_bytes("missing-dir/../up.txt", b"y")
+    await session.files.write_bytes("missing-dir/../up.txt", b"y")
     assert (tmp_path / "up.txt").read_bytes() == b"y"
     assert (tmp_path / "missing-dir").is_dir()
-    assert await session.read_bytes("missing-dir/../up.txt") == b"y"
+    assert await session.files.read_bytes("missing-dir/../up.txt") == b"y"
     with pytest.raises(FileNotFoundError):
-        await session.read_bytes("other-missing/../up.txt")
-    assert not await session.exists("other-missing/../up.txt")
+        await session.files.read_bytes("other-missing/../up.txt")
+    assert not await session.files.exists("other-missing/../up.txt")
     with pytest.raises(ValueError):
-        await session.remove(f"{tmp_path}/real/..")
+        await session.files.remove(f"{tmp_path}/real/..")
 
 
 async def test_remove(offline: Offline, tmp_path: Path) -> None:
@@ -550,31 +550,31 @@ async def test_remove(offline: Offline, tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     os.symlink("tree", tmp_path / "treelink")
     with pytest.raises(OSError) as caught:
-        await session.remove("tree", recursive=False)
+        await session.files.remove("tree", recursive=False)
     assert caught.value.errno == errno.ENOTEMPTY
-    await session.remove("empty", recursive=False)
-    await session.remove("treelink")
+    await session.files.remove("empty", recursive=False)
+    await session.files.remove("treelink")
     assert (tmp_path / "tree" / "a" / "b.txt").exists() and not os.path.lexists(
         tmp_path / "treelink"
     )
-    await session.remove("tree")
+    await session.files.remove("tree")
     assert os.listdir(tmp_path) == []
     with pytest.raises(FileNotFoundError):
-        await session.remove("tree")
+        await session.files.remove("tree")
 
 
 async def test_make_dir(offline: Offline, tmp_path: Path) -> None:
     session, _, _ = offline
     (tmp_path / "file").write_bytes(b"")
-    await session.make_dir("a/b/c")
+    await session.files.make_dir("a/b/c")
     assert (tmp_path / "a/b/c").is_dir()
-    await session.make_dir("a/b/c")
+    await session.files.make_dir("a/b/c")
     with pytest.raises(FileExistsError):
-        await session.make_dir("a/b/c", exist_ok=False)
+        await session.files.make_dir("a/b/c", exist_ok=False)
     with pytest.raises(FileExistsError):
-        await session.make_dir("file")
+        await session.files.make_dir("file")
     with pytest.raises(FileNotFoundError):
-        await session.make_dir("x/y", parents=False)
+        await session.files.make_dir("x/y", parents=False)
 
 
 async def test_control_characters_are_read_through_a_plain_name(
@@ -582,7 +582,7 @@ async def test_control_characters_are_read_through_a_plain_name(
 ) -> None:
     session, daemon, commands = offline
     (tmp_path / "a\x01\x7fb").write_bytes(b"odd")
-    assert await session.read_bytes("a\x01\x7fb") == b"odd"
+    assert await session.files.read_bytes("a\x01\x7fb") == b"odd"
     downloads = [q for m, r, q in daemon.requests if r == "/files/download"]
     assert downloads and all(v.startswith("/tmp/.osb-link-") for q in downloads for _, v in q)
     assert not [p for p in os.listdir("/tmp") if p.startswith(".osb-link-")]
@@ -678,18 +678,18 @@ async def test_a_dollar_cwd_is_entered_by_the_command(tmp_path: Path) -> None:
     odd = tmp_path / "p$$q"
     odd.mkdir()
     (tmp_path / "file$1").write_bytes(b"")
-    assert await session._commands.literal_cwd("ls -a", str(tmp_path)) == (
+    assert await session._runner.literal_cwd("ls -a", str(tmp_path)) == (
         "ls -a",
         str(tmp_path),
     )
-    command, cwd = await session._commands.literal_cwd("pwd", str(odd))
+    command, cwd = await session._runner.literal_cwd("pwd", str(odd))
     assert cwd == "/" and "$" not in cwd
     done = subprocess.run(["bash", "-c", command], capture_output=True, check=False, cwd="/")
     assert done.stdout.decode() == f"{odd}\n"
     with pytest.raises(FileNotFoundError):
-        await session._commands.literal_cwd("pwd", str(tmp_path / "missing$1"))
+        await session._runner.literal_cwd("pwd", str(tmp_path / "missing$1"))
     with pytest.raises(NotADirectoryError):
-        await session._commands.literal_cwd("pwd", str(tmp_path / "file$1"))
+        await session._runner.literal_cwd("pwd", str(tmp_path / "file$1"))
 
 
 async def test_a_tool_missing_from_the_image_is_no_path_error(tmp_path: Path) -> None:
@@ -701,6 +701,6 @@ async def test_a_tool_missing_from_the_image_is_no_path_error(tmp_path: Path) ->
         commands.argvs.append(list(command))
         return CommandResult(127, "", "env: 'find': No such file or directory\n")
 
-    session._commands.run = missing_find  # type: ignore[method-assign]
+    session._runner.run = missing_find  # type: ignore[method-assign]
     with pytest.raises(ServerError, match="find"):
-        await session.stat("file.txt")
+        await session.files.stat("file.txt")

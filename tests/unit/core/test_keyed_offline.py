@@ -107,8 +107,8 @@ async def test_destroy_and_aclose_close_the_caller_loop_and_the_blocking_loop() 
     keyed = KeyedSandboxes(SPEC, namespace="app", connection=fake.connection())
     for key in ("kept", "gone"):
         session = await asyncio.to_thread(keyed.session_blocking, key)
-        await asyncio.to_thread(run_blocking, session.write_bytes("/workspace/f", b"x"))
-        assert await session.read_bytes("/workspace/f") == b"x"
+        await asyncio.to_thread(run_blocking, session.files.write_bytes("/workspace/f", b"x"))
+        assert await session.files.read_bytes("/workspace/f") == b"x"
         assert len(session._life.loops) == 2  # the portal loop's clients and this loop's
     gone = await keyed.session("gone")
     assert await keyed.destroy("gone") == [gone.id]

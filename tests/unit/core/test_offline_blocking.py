@@ -15,12 +15,12 @@ def test_blocking_twins_work(framing: str) -> None:
     fake = FakeOpenSandbox(framing=framing)  # type: ignore[arg-type]
     data = bytes(range(256)) * 40
     with SandboxSession(SandboxSpec(image="img"), connection=fake.connection()) as sb:
-        assert sb.run("printf 'a\\r\\nb'").stdout == "a\r\nb"
-        sb.write_bytes("/workspace/blob.bin", data, timeout=30)
-        chunks = list(sb.iter_bytes("/workspace/blob.bin", chunk_size=1000))
+        assert sb.commands.run("printf 'a\\r\\nb'").stdout == "a\r\nb"
+        sb.files.write_bytes("/workspace/blob.bin", data, timeout=30)
+        chunks = list(sb.files.iter_bytes("/workspace/blob.bin", chunk_size=1000))
         assert b"".join(chunks) == data
         assert len(chunks) >= 2  # streamed, not one read
-        assert sb.read_range("/workspace/blob.bin", 10, 5) == data[10:15]
+        assert sb.files.read_range("/workspace/blob.bin", 10, 5) == data[10:15]
         assert sb.sandbox_gone() is False
         assert sb.owner_token == sb.async_session.owner_token
         sandbox_id = sb.id
@@ -35,9 +35,9 @@ def test_blocking_twins_work(framing: str) -> None:
 def test_iterating_part_way_then_stopping_closes_cleanly() -> None:
     fake = FakeOpenSandbox()
     with SandboxSession(SandboxSpec(image="img"), connection=fake.connection()) as sb:
-        sb.write_bytes("/workspace/big.bin", b"x" * 10_000)
-        iterator = sb.iter_bytes("/workspace/big.bin", chunk_size=1000)
+        sb.files.write_bytes("/workspace/big.bin", b"x" * 10_000)
+        iterator = sb.files.iter_bytes("/workspace/big.bin", chunk_size=1000)
         first = next(iterator)
         assert first == b"x" * len(first) and first
         iterator.close()  # type: ignore[attr-defined]
-        assert sb.run("echo still").stdout == "still\n"
+        assert sb.commands.run("echo still").stdout == "still\n"

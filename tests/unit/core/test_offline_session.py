@@ -64,8 +64,8 @@ async def test_output_is_exact_on_both_framings(
     fake: FakeOpenSandbox, fmt: str, expected: str
 ) -> None:
     async with new_session(fake) as sb:
-        result = await sb.run(f"printf '{fmt}'")
-        err = await sb.run(f"printf '{fmt}' >&2")
+        result = await sb.commands.run(f"printf '{fmt}'")
+        err = await sb.commands.run(f"printf '{fmt}' >&2")
     assert result.exit_code == 0
     assert result.stdout == expected
     assert result.stderr == ""
@@ -76,7 +76,9 @@ async def test_output_is_exact_on_both_framings(
 async def test_on_output_sees_the_stream(fake: FakeOpenSandbox) -> None:
     seen: list[tuple[str, str]] = []
     async with new_session(fake) as sb:
-        result = await sb.run("printf 'one\\ntwo\\n'", on_output=lambda s, t: seen.append((s, t)))
+        result = await sb.commands.run(
+            "printf 'one\\ntwo\\n'", on_output=lambda s, t: seen.append((s, t))
+        )
     assert result.stdout == "one\ntwo\n"
     assert "".join(t for s, t in seen if s == "stdout") == "one\ntwo\n"
 
@@ -89,9 +91,9 @@ async def test_exit_codes_and_callback(fake: FakeOpenSandbox) -> None:
 
     fake.on_command = answer
     async with new_session(fake, env={"A": "1"}) as sb:
-        failed = await sb.run("build", env={"B": "2"})
-        false = await sb.run("false")
-        unknown = await sb.run("no-such-tool --flag")
+        failed = await sb.commands.run("build", env={"B": "2"})
+        false = await sb.commands.run("false")
+        unknown = await sb.commands.run("no-such-tool --flag")
         commands = fake.sandbox().commands
     assert (failed.exit_code, failed.stdout, failed.stderr) == (2, "half", "boom\n")
     assert false.exit_code == 1
@@ -104,7 +106,7 @@ async def test_exit_codes_and_callback(fake: FakeOpenSandbox) -> None:
 async def test_legacy_without_raw_files_falls_back_to_events() -> None:
     fake = FakeOpenSandbox(framing="legacy", raw_output_files=False)
     async with new_session(fake) as sb:
-        result = await sb.run("printf 'a\\nb\\n'")
+        result = await sb.commands.run("printf 'a\\nb\\n'")
     assert result.stdout == "a\nb\n"
 
 
@@ -114,7 +116,7 @@ async def test_timeout_stops_the_command(fake: FakeOpenSandbox) -> None:
         await sb.start()
         started = time.monotonic()
         with pytest.raises(CommandTimeoutError) as info:
-            await sb.run("sleep 30", timeout=0.3)
+            await sb.commands.run("sleep 30", timeout=0.3)
         assert time.monotonic() - started < 10
         assert info.value.timeout == pytest.approx(0.3)
         (command,) = [c for c in fake.sandbox().commands if c.command == "sleep 30"]
@@ -130,7 +132,7 @@ async def test_timeout_interrupts_a_command_the_daemon_did_not_stop() -> None:
         await sb.start()
         started = time.monotonic()
         with pytest.raises(CommandTimeoutError) as info:
-            await sb.run("sleep 30", timeout=0.1)
+            await sb.commands.run("sleep 30", timeout=0.1)
         assert time.monotonic() - started < 10
         assert "was stopped" in str(info.value)
         box = fake.sandbox()
@@ -152,16 +154,16 @@ async def test_execd_5xx_on_a_command_is_a_server_error(fake: FakeOpenSandbox, s
         await sb.start()
         fake.fail_next("command", status=status)
         with pytest.raises(ServerError) as info:
-            await sb.run("true")
+            await sb.commands.run("true")
         assert info.value.status_code == status
         assert str(sb.id) in str(info.value)
-        assert (await sb.run("echo ok")).stdout == "ok\n"  # the session is still usable
+        assert (await sb.commands.run("echo ok")).stdout == "ok\n"  # the session is still usable
 
 
 async def test_missing_cwd_is_file_not_found(fake: FakeOpenSandbox) -> None:
     async with new_session(fake) as sb:
         with pytest.raises(FileNotFoundError):
-            await sb.run("true", cwd="/no/such/dir")
+            await sb.commands.run("true", cwd="/no/such/dir")
 
 
 async def test_stream_cut_mid_command_is_an_error(fake: FakeOpenSandbox) -> None:
@@ -169,15 +171,15 @@ async def test_stream_cut_mid_command_is_an_error(fake: FakeOpenSandbox) -> None
         await sb.start()
         fake.cut_stream_after(2)
         with pytest.raises(OpenSandboxError):
-            await sb.run("printf 'a\\nb\\nc\\n'")
+            await sb.commands.run("printf 'a\\nb\\nc\\n'")
         fake.cut_stream_after(None)
-        assert (await sb.run("echo back")).stdout == "back\n"
+        assert (await sb.commands.run("echo back")).stdout == "back\n"
 
 
 async def test_lost_create_answer_recovers_the_sandbox_by_its_tag(fake: FakeOpenSandbox) -> None:
     fake.lose_next("create")
     async with new_session(fake) as sb:
-        assert (await sb.run("echo hi")).stdout == "hi\n"
+        assert (await sb.commands.run("echo hi")).stdout == "hi\n"
         assert sb.id == fake.created[0]
     assert len(fake.created) == 1
     assert fake.deleted == fake.created
@@ -196,14 +198,14 @@ async def test_create_refused_is_an_error_and_creates_nothing(fake: FakeOpenSand
 async def test_attach_to_a_missing_sandbox_says_so(fake: FakeOpenSandbox) -> None:
     sb = AsyncSandboxSession.attach("sbx-gone", connection=fake.connection())
     with pytest.raises(SandboxUnavailableError):
-        await sb.run("true")
+        await sb.commands.run("true")
     await sb.aclose()
 
 
 async def test_attached_session_never_deletes(fake: FakeOpenSandbox) -> None:
     fake.add_sandbox("sbx-mine")
     async with AsyncSandboxSession.attach("sbx-mine", connection=fake.connection()) as sb:
-        assert (await sb.run("echo x")).stdout == "x\n"
+        assert (await sb.commands.run("echo x")).stdout == "x\n"
     assert fake.deleted == []
     assert "sbx-mine" in fake.sandboxes
 
@@ -211,8 +213,8 @@ async def test_attached_session_never_deletes(fake: FakeOpenSandbox) -> None:
 # -- atomic write -----------------------------------------------------------------------------
 async def test_write_uses_a_temporary_name_then_moves(fake: FakeOpenSandbox) -> None:
     async with new_session(fake) as sb:
-        await sb.write_bytes("/workspace/new.txt", b"first")
-        await sb.write_bytes("/workspace/new.txt", b"second")
+        await sb.files.write_bytes("/workspace/new.txt", b"first")
+        await sb.files.write_bytes("/workspace/new.txt", b"second")
         box = fake.sandbox()
         assert box.read("/workspace/new.txt") == b"second"
         uploads = [r for r in fake.requests if r.url.path == "/files/upload"]
@@ -221,16 +223,16 @@ async def test_write_uses_a_temporary_name_then_moves(fake: FakeOpenSandbox) -> 
             assert b'"/workspace/new.txt"' not in request.content  # never the target itself
             assert b".osb-" in request.content
         assert not [p for p in box.files if ".osb-" in p]
-        assert await sb.read_bytes("/workspace/new.txt") == b"second"
+        assert await sb.files.read_bytes("/workspace/new.txt") == b"second"
 
 
 @pytest.mark.parametrize("route", ["upload", "command"])
 async def test_a_failed_write_leaves_the_old_file(fake: FakeOpenSandbox, route: str) -> None:
     async with new_session(fake) as sb:
-        await sb.write_bytes("/workspace/keep.txt", b"old")
+        await sb.files.write_bytes("/workspace/keep.txt", b"old")
         fake.fail_next(route, status=500)  # type: ignore[arg-type]
         with pytest.raises((OpenSandboxError, OSError)):
-            await sb.write_bytes("/workspace/keep.txt", b"new content")
+            await sb.files.write_bytes("/workspace/keep.txt", b"new content")
         box = fake.sandbox()
         assert box.read("/workspace/keep.txt") == b"old"
         await asyncio.sleep(0)
@@ -240,7 +242,7 @@ async def test_a_failed_write_leaves_the_old_file(fake: FakeOpenSandbox, route: 
 # -- concurrent first use ---------------------------------------------------------------------
 async def test_many_tasks_at_once_create_and_probe_once(fake: FakeOpenSandbox) -> None:
     async with new_session(fake) as sb:
-        results = await asyncio.gather(*(sb.run(f"echo {i}") for i in range(12)))
+        results = await asyncio.gather(*(sb.commands.run(f"echo {i}") for i in range(12)))
         assert [r.stdout for r in results] == [f"{i}\n" for i in range(12)]
         assert fake.count("create") == 1
         assert await probes(fake) == 1
@@ -249,10 +251,12 @@ async def test_many_tasks_at_once_create_and_probe_once(fake: FakeOpenSandbox) -
 async def test_concurrent_first_use_with_a_failed_create(fake: FakeOpenSandbox) -> None:
     fake.fail_next("create", status=500)
     sb = new_session(fake)
-    outcomes = await asyncio.gather(*(sb.run("true") for _ in range(6)), return_exceptions=True)
+    outcomes = await asyncio.gather(
+        *(sb.commands.run("true") for _ in range(6)), return_exceptions=True
+    )
     assert all(isinstance(o, OpenSandboxError) for o in outcomes[:1])
     assert fake.count("create") <= 6
-    result = await sb.run("echo again")
+    result = await sb.commands.run("echo again")
     assert result.stdout == "again\n"
     assert len(fake.created) == 1
     await sb.destroy()

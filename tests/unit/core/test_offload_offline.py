@@ -41,7 +41,9 @@ async def test_a_big_output_stays_in_the_file_with_its_head_and_tail(
     fake: FakeOpenSandbox,
 ) -> None:
     async with AsyncSandboxSession(SandboxSpec(image="i"), connection=fake.connection()) as sb:
-        run = await sb.run_offloaded("big", "logs/out.txt", inline_limit=100, preview_bytes=64)
+        run = await sb.commands.run_offloaded(
+            "big", "logs/out.txt", inline_limit=100, preview_bytes=64
+        )
         whole = BIG + b"warn\n"
         assert run == OffloadedRun(
             exit_code=3,
@@ -59,7 +61,7 @@ async def test_a_big_output_stays_in_the_file_with_its_head_and_tail(
 
 async def test_a_small_output_comes_back_whole_and_leaves_no_file(fake: FakeOpenSandbox) -> None:
     async with AsyncSandboxSession(SandboxSpec(image="i"), connection=fake.connection()) as sb:
-        run = await sb.run_offloaded("small", "/tmp/o", inline_limit=100)
+        run = await sb.commands.run_offloaded("small", "/tmp/o", inline_limit=100)
         assert (run.output, run.path, run.size, run.exit_code) == ("tiny\ufffd", None, 5, 0)
         # Gone when the call returns (not deleted later, when the path may be in use again).
         assert "/tmp/o" not in files(fake)
@@ -67,13 +69,13 @@ async def test_a_small_output_comes_back_whole_and_leaves_no_file(fake: FakeOpen
 
 async def test_the_cap_keeps_the_first_bytes_and_says_so(fake: FakeOpenSandbox) -> None:
     async with AsyncSandboxSession(SandboxSpec(image="i"), connection=fake.connection()) as sb:
-        run = await sb.run_offloaded("big", "/tmp/c", max_bytes=1000, preview_bytes=4000)
+        run = await sb.commands.run_offloaded("big", "/tmp/c", max_bytes=1000, preview_bytes=4000)
         assert (run.size, run.truncated, run.head, run.tail) == (1000, True, BIG[:1000], BIG[:1000])
 
 
 def test_the_blocking_twin(fake: FakeOpenSandbox) -> None:
     with SandboxSession(SandboxSpec(image="i"), connection=fake.connection()) as sb:
-        assert sb.run_offloaded("small", "/tmp/b", inline_limit=10).output == "tiny\ufffd"
+        assert sb.commands.run_offloaded("small", "/tmp/b", inline_limit=10).output == "tiny\ufffd"
 
 
 @pytest.mark.parametrize(
@@ -90,8 +92,8 @@ async def test_bad_limits_are_refused_before_anything_runs(
 ) -> None:
     async with AsyncSandboxSession(SandboxSpec(image="i"), connection=fake.connection()) as sb:
         with pytest.raises(ConfigurationError):
-            await sb.run_offloaded("big", "/tmp/x", **bad)  # type: ignore[arg-type]
+            await sb.commands.run_offloaded("big", "/tmp/x", **bad)  # type: ignore[arg-type]
         with pytest.raises(ConfigurationError):
-            await sb.run_offloaded("big", "")
+            await sb.commands.run_offloaded("big", "")
         (box,) = fake.sandboxes.values()
         assert not [c for c in box.commands if c.command == "big"]

@@ -39,7 +39,7 @@ async def test_the_clients_close_after_the_last_operation_only_when_asked() -> N
     scope = scoped(fake, closes)
     async with scope.operation():
         sandbox_id = await scope.start()
-        assert (await scope.session.run("echo hi")).stdout == "hi\n"
+        assert (await scope.session.commands.run("echo hi")).stdout == "hi\n"
     assert closes == [] and scope.in_flight == 0  # not asked: left open for the next one
     scope.close_after_operation = True
     async with scope.operation(), scope.operation():
@@ -57,7 +57,7 @@ async def test_aclose_during_an_operation_waits_for_its_end() -> None:
         await scope.start()
         await scope.aclose()
         assert closes == [] and scope.close_after_operation
-        assert (await scope.session.run("echo still")).stdout == "still\n"
+        assert (await scope.session.commands.run("echo still")).stdout == "still\n"
     assert closes == [0]
     await scope.aclose()  # nothing in flight: at once
     assert closes == [0, 0]

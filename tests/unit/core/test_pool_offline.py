@@ -27,7 +27,7 @@ async def test_warm_pool_hands_out_ready_sessions() -> None:
         assert pool.ready_count == 2
         session = await pool.acquire(timeout=10)
         async with session:
-            assert (await session.run("echo hi")).stdout == "hi\n"
+            assert (await session.commands.run("echo hi")).stdout == "hi\n"
         assert session.id in fake.deleted
     assert sorted(fake.deleted) == sorted(fake.created)  # the waiting ones too
 

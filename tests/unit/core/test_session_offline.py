@@ -66,5 +66,5 @@ async def test_bad_run_arguments_fail_before_any_request() -> None:
         {"env": {"A": 3}},
     ):
         with pytest.raises(ConfigurationError):
-            await session.run("true", **kwargs)  # type: ignore[arg-type]
+            await session.commands.run("true", **kwargs)  # type: ignore[arg-type]
     assert session.id is None

@@ -67,23 +67,23 @@ async def test_cannot_seek_answer_falls_back_to_a_command(offline: Offline, tmp_
     daemon.overrides[("GET", "/files/download", str(path))] = replay(
         recorded(daemon.version, "files_special", "download /proc/self/status")
     )
-    assert await session.read_bytes(str(path)) == content
+    assert await session.files.read_bytes(str(path)) == content
     assert daemon.count("GET", "/files/download", str(path)) == 1
     assert len(_reads(commands)) == 1
     # The same through read_range (its Range download gets the same 500) and iter_bytes.
-    assert await session.read_range(str(path), 250, 10) == content[250:260]
-    chunks = [c async for c in session.iter_bytes(str(path), chunk_size=100)]
+    assert await session.files.read_range(str(path), 250, 10) == content[250:260]
+    chunks = [c async for c in session.files.iter_bytes(str(path), chunk_size=100)]
     assert b"".join(chunks) == content and max(map(len, chunks)) == 100
     with pytest.raises(OutputLimitError):
-        await session.read_bytes(str(path), max_size=len(content) - 1)
-    assert await session.read_bytes(str(path), max_size=len(content)) == content
+        await session.files.read_bytes(str(path), max_size=len(content) - 1)
+    assert await session.files.read_bytes(str(path), max_size=len(content)) == content
 
 
 async def test_a_regular_read_sends_no_extra_request(offline: Offline, tmp_path: Path) -> None:
     session, daemon, commands = offline
     (tmp_path / "plain.txt").write_bytes(b"plain text\n")
     before = len(daemon.requests)
-    assert await session.read_bytes("plain.txt") == b"plain text\n"
+    assert await session.files.read_bytes("plain.txt") == b"plain text\n"
     sent = daemon.requests[before:]
     assert [r for m, r, q in sent if r == "/files/download"] == ["/files/download"]
     routes = {r for m, r, q in sent}
@@ -100,18 +100,18 @@ async def test_proc_files_are_read_like_cat(offline: Offline) -> None:
             recorded(daemon.version, "files_special", f"download {path}")
         )
     expected = Path("/proc/version").read_bytes()
-    assert expected and await session.read_bytes("/proc/version") == expected
-    status = await session.read_bytes("/proc/self/status")
+    assert expected and await session.files.read_bytes("/proc/version") == expected
+    status = await session.files.read_bytes("/proc/self/status")
     assert status.startswith(b"Name:\t") and b"\nPid:\t" in status
-    assert await session.read_range("/proc/version", 3, 7) == expected[3:10]
-    assert await session.read_range("/proc/version", len(expected) + 5, 7) == b""
-    chunks = [c async for c in session.iter_bytes("/proc/version", chunk_size=4)]
+    assert await session.files.read_range("/proc/version", 3, 7) == expected[3:10]
+    assert await session.files.read_range("/proc/version", len(expected) + 5, 7) == b""
+    chunks = [c async for c in session.files.iter_bytes("/proc/version", chunk_size=4)]
     assert b"".join(chunks) == expected and len(chunks[0]) == 4
     assert daemon.count("GET", "/files/download", "/proc/version") == 0
     with pytest.raises(OutputLimitError):
-        await session.read_bytes("/proc/version", max_size=len(expected) - 1)
+        await session.files.read_bytes("/proc/version", max_size=len(expected) - 1)
     with pytest.raises(OSError) as mem:
-        await session.read_bytes("/proc/self/mem")
+        await session.files.read_bytes("/proc/self/mem")
     assert mem.value.errno == errno.EIO and mem.value.filename == "/proc/self/mem"
 
 
@@ -122,18 +122,18 @@ async def test_devices_are_bounded(offline: Offline, monkeypatch: pytest.MonkeyP
     assert empty["response"]["status"] == 200 and not empty["response"]["body_text"]
     for device in ("/dev/zero", "/dev/urandom", "/dev/null"):  # what execd answers: nothing
         daemon.overrides[("GET", "/files/download", device)] = replay(empty)
-    assert await session.read_bytes("/dev/null") == b""
+    assert await session.files.read_bytes("/dev/null") == b""
     with pytest.raises(OutputLimitError) as limited:
-        await session.read_bytes("/dev/zero", max_size=16)
+        await session.files.read_bytes("/dev/zero", max_size=16)
     assert limited.value.limit == 16 and "/dev/zero" in str(limited.value)
     with pytest.raises(OSError) as endless:
-        await session.read_bytes("/dev/zero")
+        await session.files.read_bytes("/dev/zero")
     assert endless.value.errno == errno.EFBIG and endless.value.filename == "/dev/zero"
     assert daemon.count("GET", "/files/download", "/dev/zero") == 0  # a device: never asked
-    assert await session.read_range("/dev/zero", 100, 16) == b"\0" * 16
-    assert len(await session.read_range("/dev/urandom", 0, 4096)) == 4096
+    assert await session.files.read_range("/dev/zero", 100, 16) == b"\0" * 16
+    assert len(await session.files.read_range("/dev/urandom", 0, 4096)) == 4096
     with pytest.raises(OSError) as big:
-        await session.read_range("/dev/zero", 0, 4097)
+        await session.files.read_range("/dev/zero", 0, 4097)
     assert big.value.errno == errno.EFBIG
 
 
@@ -143,7 +143,7 @@ async def test_fifos_never_block(offline: Offline, tmp_path: Path) -> None:
     os.mkfifo(fifo)
     started = time.monotonic()
     with pytest.raises(TimeoutError) as timed_out:
-        await session.read_bytes(str(fifo))
+        await session.files.read_bytes(str(fifo))
     elapsed = time.monotonic() - started
     assert timed_out.value.errno == errno.ETIMEDOUT and timed_out.value.filename == str(fifo)
     assert "FIFO" in str(timed_out.value)
@@ -157,7 +157,7 @@ async def test_fifos_never_block(offline: Offline, tmp_path: Path) -> None:
     thread = threading.Thread(target=writer)
     thread.start()
     try:
-        assert await session.read_bytes(str(fifo)) == b"through the fifo"
+        assert await session.files.read_bytes(str(fifo)) == b"through the fifo"
     finally:
         await asyncio.to_thread(thread.join, 5)
     assert daemon.count("GET", "/files/download", str(fifo)) == 0
@@ -167,16 +167,16 @@ async def test_sockets_and_loops_are_path_errors(offline: Offline, tmp_path: Pat
     session, _daemon, _commands = offline
     os.symlink("loop", tmp_path / "loop")
     with pytest.raises(OSError) as loop:
-        await session.read_bytes(str(tmp_path / "loop"))
+        await session.files.read_bytes(str(tmp_path / "loop"))
     assert loop.value.errno == errno.ELOOP and loop.value.filename == str(tmp_path / "loop")
     with pytest.raises(OSError) as ranged:
-        await session.read_range(str(tmp_path / "loop"), 0, 4)
+        await session.files.read_range(str(tmp_path / "loop"), 0, 4)
     assert ranged.value.errno == errno.ELOOP
     sock = socket.socket(socket.AF_UNIX)
     try:
         sock.bind(str(tmp_path / "sock"))
         with pytest.raises(OSError) as refused:
-            await session.read_bytes(str(tmp_path / "sock"))
+            await session.files.read_bytes(str(tmp_path / "sock"))
         assert refused.value.errno == errno.ENXIO and refused.value.filename == str(
             tmp_path / "sock"
         )
@@ -191,7 +191,7 @@ async def test_download_files_answers_per_file(offline: Offline, tmp_path: Path)
     os.symlink("loop", tmp_path / "loop")
     (tmp_path / "ok.txt").write_bytes(b"ok")
     paths = ["/proc/version", str(tmp_path / "fifo"), str(tmp_path / "loop"), "ok.txt"]
-    results = await session.download_files(paths)
+    results = await session.files.download_files(paths)
     assert [r.path for r in results] == paths
     assert results[0].content == Path("/proc/version").read_bytes()
     assert isinstance(results[1].exception, TimeoutError) and results[1].error == "error"

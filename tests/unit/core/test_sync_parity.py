@@ -1,5 +1,5 @@
 """The blocking façade keeps up with the async session: every public method and property of
-`AsyncSandboxSession` (and of `BackgroundProcess`) has a blocking twin with the same parameters:
+`AsyncSandboxSession`, of its facets and of its handles has a blocking twin with the same parameters:
 names, kinds and defaults, in order. Checked from the live classes, so a method added to the
 async side without its twin fails here."""
 
@@ -13,9 +13,15 @@ import pytest
 from opensandbox_core import (
     AsyncSandboxSession,
     BackgroundProcess,
+    BlockingCommands,
+    BlockingFiles,
     BlockingTerminal,
+    BlockingTerminals,
+    Commands,
+    Files,
     SandboxSession,
     Terminal,
+    Terminals,
 )
 from opensandbox_core._sync import BlockingBackgroundProcess
 
@@ -31,6 +37,9 @@ PAIRS = [
     (AsyncSandboxSession, SandboxSession),
     (BackgroundProcess, BlockingBackgroundProcess),
     (Terminal, BlockingTerminal),
+    (Commands, BlockingCommands),
+    (Files, BlockingFiles),
+    (Terminals, BlockingTerminals),
 ]
 
 

@@ -186,9 +186,9 @@ async def test_a_command_checks_each_argument_once(
     async with AsyncSandboxSession(SandboxSpec(image="img"), connection=fake.connection()) as sb:
         await sb.start()
         calls.clear()
-        result = await sb.run(["echo", "a b"], env={"A": "1"}, timeout=5)
+        result = await sb.commands.run(["echo", "a b"], env={"A": "1"}, timeout=5)
         assert result.stdout == "a b\n"
         assert dict(calls) == {"command_text": 1, "timeout": 1, "env": 1, "output_cap": 1}
         calls.clear()
-        await sb.start_background("sleep 1", timeout=5)
+        await sb.commands.start_background("sleep 1", timeout=5)
         assert dict(calls) == {"command_text": 1, "timeout": 1, "env": 1}

@@ -368,7 +368,7 @@ async def test_run_is_byte_exact_from_the_raw_files(
     started = time.monotonic()
     # With a callback the output streams, so it is not captured (`_capture`): the run reads
     # execd's own raw files, which is the path these recordings replay.
-    result = await session.run(
+    result = await session.commands.run(
         json.loads(recorded["request"]["body_text"])["command"], on_output=_streamed
     )
     took = time.monotonic() - started
@@ -408,7 +408,7 @@ async def test_recorded_raw_files_give_exact_stdout_and_stderr(
     for ex in exchanges[1:3]:  # the recorded downloads of the two files
         replay.files[ex["request"]["query"][0][1]] = body_of(ex["response"])
     session = attach(replay, monkeypatch)
-    result = await session.run(json.loads(command["request"]["body_text"])["command"])
+    result = await session.commands.run(json.loads(command["request"]["body_text"])["command"])
     assert result.stdout == "out1\r\nout2\n\n\u2028tail"
     assert result.stderr == "err1\n"
     paths = [r.url.params["path"] for r in replay.of("GET", "/files/download")]
@@ -423,7 +423,7 @@ async def test_streaming_callbacks_get_the_rebuilt_lines(monkeypatch: pytest.Mon
     replay.files[f"/tmp/{init_id(recorded['response'])}.stdout"] = PRINTF["cmd_printf_crlf"]
     seen: list[tuple[str, str]] = []
     session = attach(replay, monkeypatch)
-    result = await session.run(
+    result = await session.commands.run(
         "printf 'a\\r\\nb\\r\\n'", on_output=lambda s, t: seen.append((s, t))
     )
     assert seen == [("stdout", "a\n"), ("stdout", "b\n")]
@@ -438,7 +438,7 @@ async def test_output_cap_reads_at_most_cap_plus_one_bytes(monkeypatch: pytest.M
     replay.serve(recorded["response"])
     replay.files[f"/tmp/{cid}.stdout"] = b"x" * 100_000
     session = attach(replay, monkeypatch, max_output=4096)
-    result = await session.run("head -c 100000 /dev/zero | tr '\\0' x")
+    result = await session.commands.run("head -c 100000 /dev/zero | tr '\\0' x")
     assert result.stdout == "x" * 4096
     assert result.truncated
     download = next(r for r in replay.of("GET", "/files/download") if cid in str(r.url))
@@ -447,7 +447,7 @@ async def test_output_cap_reads_at_most_cap_plus_one_bytes(monkeypatch: pytest.M
     other = exchange("v1.0.19", "cmd_printf_no_final_newline")["response"]
     replay.serve(other)
     replay.files[f"/tmp/{init_id(other)}.stdout"] = "€".encode() * 2000
-    result = await session.run("printf euros", max_output=1024)
+    result = await session.commands.run("printf euros", max_output=1024)
     assert result.stdout == "€" * 341 and result.truncated
     await session.aclose()
 
@@ -467,9 +467,9 @@ async def test_exit_codes_and_stderr_on_the_recorded_wire(monkeypatch: pytest.Mo
         replay.files[f"/tmp/{init_id(response)}.stdout"] = out
         replay.files[f"/tmp/{init_id(response)}.stderr"] = err
     session = attach(replay, monkeypatch)
-    first = await session.run("echo before; exit 3")
+    first = await session.commands.run("echo before; exit 3")
     assert (first.exit_code, first.stdout, first.stderr) == (3, "before\n", "")
-    second = await session.run("no-such-command-execd-rec")
+    second = await session.commands.run("no-such-command-execd-rec")
     assert second.exit_code == 127
     assert second.stderr == "bash: line 1: no-such-command-execd-rec: command not found\n"
     await session.aclose()
@@ -486,7 +486,7 @@ async def test_daemon_timeout_carries_the_exact_output(
     replay.files[f"/tmp/{cid}.stdout"] = b"start\n"
     session = attach(replay, monkeypatch)
     with pytest.raises(CommandTimeoutError) as info:
-        await session.run(
+        await session.commands.run(
             json.loads(recorded["request"]["body_text"])["command"],
             timeout=0.5,
             on_output=_streamed,
@@ -511,7 +511,7 @@ async def test_invalid_cwd_maps_to_the_builtin_path_error(
     session = attach(replay, monkeypatch)
     cwd = json.loads(recorded["request"]["body_text"])["cwd"]
     with pytest.raises(error):
-        await session.run("pwd", cwd=cwd)
+        await session.commands.run("pwd", cwd=cwd)
     await session.aclose()
 
 
@@ -524,8 +524,8 @@ async def test_missing_raw_files_fall_back_to_the_rebuild_with_one_warning(
     replay.serve(recorded["response"])
     session = attach(replay, monkeypatch)
     with caplog.at_level(logging.WARNING, logger="opensandbox_core._session"):
-        first = await session.run("printf 'a\\nb'")
-        second = await session.run("printf 'a\\nb'")
+        first = await session.commands.run("printf 'a\\nb'")
+        second = await session.commands.run("printf 'a\\nb'")
     assert first.stdout == second.stdout == "a\nb\n"  # rebuilt: the final newline is assumed
     assert len([r for r in caplog.records if "raw output files" in r.getMessage()]) == 1
     await session.aclose()
@@ -539,7 +539,7 @@ async def test_unknown_temp_dir_rebuilds_and_sends_no_extra_request(
     replay.serve(recorded["response"])
     session = attach(replay, monkeypatch)
     with caplog.at_level(logging.WARNING, logger="opensandbox_core._session"):
-        result = await session.run("printf 'a\\nb\\n'")
+        result = await session.commands.run("printf 'a\\nb\\n'")
     assert result.stdout == "a\nb\n"
     assert "raw output files were not found" in caplog.text
     assert not [r for r in replay.of("GET", "/files/download") if "elsewhere" not in str(r.url)]
@@ -566,7 +566,7 @@ async def test_modern_daemon_output_comes_from_events_and_files_are_cleaned(
     session = attach(replay, monkeypatch)
     await session.start()
     started = time.monotonic()
-    result = await session.run("printf 'a\\r\\nb'")
+    result = await session.commands.run("printf 'a\\r\\nb'")
     assert time.monotonic() - started < 0.5
     assert session.framing is Framing.MODERN
     assert result.stdout == "a\r\nb"
@@ -612,7 +612,7 @@ async def test_background_start_waits_out_the_registration_race(
     session = attach(replay, monkeypatch)
     await session.start()
     began = time.monotonic()
-    process = await session.start_background("sleep 1; echo done")
+    process = await session.commands.start_background("sleep 1; echo done")
     assert time.monotonic() - began < 0.5  # the stream's one-second hold is not waited for
     assert process.id == init_id(start["response"])
     assert len(replay.of("GET", f"/command/status/{process.id}")) == 3
@@ -633,7 +633,9 @@ async def test_cancellation_interrupts_and_cleans_up(
     replay.interrupts.append(interrupt["response"])
     session = attach(replay, monkeypatch)
     await session.start()
-    task = asyncio.create_task(session.run("echo start; sleep 30; echo never", on_output=_streamed))
+    task = asyncio.create_task(
+        session.commands.run("echo start; sleep 30; echo never", on_output=_streamed)
+    )
     await asyncio.sleep(0.05)  # after `init`, before the recorded output at 101 ms
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -655,6 +657,6 @@ async def test_stopping_a_finished_process_is_quiet(
     replay.interrupts.append(again["response"])
     session = attach(replay, monkeypatch)
     await session.start()
-    await session.background("5270451585974c71a763312207e34350").stop()
+    await session.commands.background("5270451585974c71a763312207e34350").stop()
     assert len(replay.of("DELETE", "/command")) == 1
     await session.aclose()

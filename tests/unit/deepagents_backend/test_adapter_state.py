@@ -79,6 +79,7 @@ class _BusyboxLs:
         self.runs: list[str] = []
         self.id = sandbox_id
         self.connection = _Connection()
+        self.commands = self  # `session.commands.run`
 
     async def run(
         self, command: Sequence[str], *, env: Mapping[str, str], plain_lines: bool
@@ -119,7 +120,7 @@ def _backend(files: PageFiles) -> OpenSandboxBackend:
     connection = Connection(domain="127.0.0.1:9", api_key="sk-unit")  # any request would fail
     session = AsyncSandboxSession(SandboxSpec(image="python:3.13-slim"), connection=connection)
     for name in ("stat", "realpath", "read_bytes", "read_range"):
-        setattr(session, name, getattr(files, name))
+        setattr(session.files, name, getattr(files, name))
     return OpenSandboxBackend(session)
 
 

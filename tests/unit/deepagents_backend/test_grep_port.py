@@ -62,7 +62,8 @@ class LocalSession:
     """The two session methods the Deep Agents grep uses, on this machine."""
 
     def __init__(self, commands: LocalCommands) -> None:
-        self.commands = commands
+        self.runner = commands
+        self.files = self  # the grep and stat of `session.files`
 
     async def grep(
         self,
@@ -77,7 +78,7 @@ class LocalSession:
         timeout: Any = None,
     ) -> GrepResult:
         return await core_grep(
-            self.commands,  # type: ignore[arg-type]
+            self.runner,  # type: ignore[arg-type]
             pattern,
             path,
             glob=glob,
@@ -235,12 +236,12 @@ def test_the_python_routes_known_differences(session: LocalSession, tree: str) -
 
 def test_hostile_patterns_find_exactly_the_literal_lines(session: LocalSession, tree: str) -> None:
     for pattern in ["it's", "$(touch x)", "`id`", "a\\b", "-e", "x*y", "$HOME"]:
-        result = run_blocking(session.grep(pattern, tree))
+        result = run_blocking(session.files.grep(pattern, tree))
         found = {(Path(m.path).name, m.line) for m in result.matches}
         assert found == {("hostile.txt", 1)}, pattern
         assert result.matches[0].path == f"{tree}/with space/$HOME/hostile.txt"
-    names = {Path(m.path).name for m in run_blocking(session.grep("needle", tree)).matches}
+    names = {Path(m.path).name for m in run_blocking(session.files.grep("needle", tree)).matches}
     assert {"a:1:x", "a:12", "a", "a:b.py", "nl\nname.py", "name\rcr.py"} <= names
     # Arguments are never command text: every command is the fixed script or a plain grep.
-    for command in session.commands.commands:
+    for command in session.runner.commands:
         assert command[:2] in (["sh", "-c"], ["grep", "-n"]), command

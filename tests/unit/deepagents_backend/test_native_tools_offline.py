@@ -10,9 +10,11 @@ from _local_sandbox import LocalSandbox
 from deepagents.backends.protocol import LsResult
 from deepagents.backends.sandbox import BaseSandbox
 
+from deepagents_opensandbox_backend._filesystem import EDIT_ERRORS
 from deepagents_opensandbox_backend._texts import edit_error, ls_result
 from opensandbox_core import adapters
-from opensandbox_core.adapters import choose_replacement, ls_argv
+from opensandbox_core._files._edit import choose_replacement
+from opensandbox_core.adapters import ls_argv
 
 
 def parse_ls(path: str, code: int, out: str, err: str) -> LsResult | None:
@@ -82,12 +84,12 @@ def test_edit_decisions_match_the_script(
     path = tmp_path / "f.txt"
     path.write_bytes(content)
     expected = BaseSandbox.edit(LOCAL, str(path), old, new, replace_all)
-    choice = choose_replacement(content.decode(), old, new, replace_all=replace_all)
-    if isinstance(choice, str):
-        assert expected == edit_error(choice, str(path), old)
+    matched_old, matched_new, count = choose_replacement(content.decode(), old, new)
+    if count == 0 or (count > 1 and not replace_all):
+        reason = EDIT_ERRORS["not_found" if count == 0 else "ambiguous"]
+        assert expected == edit_error(reason, str(path), old)
         assert path.read_bytes() == content
         return
-    matched_old, matched_new, count = choice
     assert expected.occurrences == count
     assert path.read_bytes() == content.replace(matched_old.encode(), matched_new.encode())
 

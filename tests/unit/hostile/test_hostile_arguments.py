@@ -138,7 +138,7 @@ def test_huge_argv_is_refused(argv: int) -> None:
 @given(path=STRINGS)
 def test_path_resolves_to_what_it_names_or_is_refused(path: str) -> None:
     try:
-        resolved = SESSION._files.resolve(path)
+        resolved = SESSION.files._fs.resolve(path)
     except ConfigurationError:
         assert not path or "\0" in path or not _utf8(path)
         return
@@ -154,7 +154,7 @@ def test_path_resolves_to_what_it_names_or_is_refused(path: str) -> None:
 @given(path=st.one_of(st.integers(), st.binary(), st.none(), st.lists(st.text())))
 def test_non_string_path_is_refused(path: Any) -> None:
     with pytest.raises(ConfigurationError):
-        SESSION._files.resolve(path)
+        SESSION.files._fs.resolve(path)
 
 
 ENV_ITEMS = st.one_of(STRINGS, st.integers(), st.none(), st.binary(max_size=5))

@@ -17,7 +17,6 @@ from opensandbox_core import (
     CreateGuard,
     DirectoryUpload,
     UploadOptions,
-    upload_directory,
 )
 from opensandbox_core.adapters import (
     AgentOutput,
@@ -189,7 +188,7 @@ class OpenSandboxBackend(NativeFiles):
                 f"remote_dir must be an absolute path such as '/workspace/project', got "
                 f"{remote_dir!r}."
             )
-        return await upload_directory(self._session, local_dir, remote_dir, **options)
+        return await self._session.files.upload_dir(local_dir, remote_dir, **options)
 
 
 blocking_twin(OpenSandboxBackend, "execute_with_offload")

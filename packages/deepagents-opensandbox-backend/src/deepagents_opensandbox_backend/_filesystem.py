@@ -37,9 +37,9 @@ from opensandbox_core import (
     AsyncSandboxSession,
     CommandTimeoutError,
     DirectoryLister,
+    EditError,
     NotTextError,
     OutputLimitError,
-    edit_file,
 )
 from opensandbox_core import validation as _validate
 from opensandbox_core.adapters import (
@@ -103,6 +103,11 @@ def _plain_bounds(offset: object, limit: object) -> bool:
     return type(offset) is int and type(limit) is int and offset >= 0 and limit > 0
 
 
+EDIT_ERRORS: Final[Mapping[str, str]] = MappingProxyType(
+    {"not_found": "string_not_found", "ambiguous": "multiple_occurrences"}
+)
+"""`EditError.reason` -> the error code of the edit tool."""
+
 TRANSFER_ERRORS: Final[Mapping[TransferCode, FileOperationError]] = MappingProxyType(
     {
         # opensandbox-core's transfer code  ->  Deep Agents' FileOperationError (a failure not
@@ -139,12 +144,12 @@ async def native_read(
     """BaseSandbox's `ReadResult` for a text-named file; None where only its script can
     answer (invalid UTF-8 it decodes, errors it words itself)."""
     try:
-        page = await session.read_lines(file_path, offset, limit, max_bytes=EFFECTIVE_LIMIT)
+        page = await session.files.read_lines(file_path, offset, limit, max_bytes=EFFECTIVE_LIMIT)
     except NotTextError as exc:
         if not exc.binary:
             return None
         try:  # not UTF-8 in the first 8 KiB: the whole file as base64, as the script does
-            return as_base64(await session.read_bytes(file_path, max_size=BASE64_LIMIT))
+            return as_base64(await session.files.read_bytes(file_path, max_size=BASE64_LIMIT))
         except (OSError, OutputLimitError):
             return None
     except OutputLimitError:
@@ -223,7 +228,9 @@ async def _python_route(
     relative_glob = glob.lstrip("/")
     if ".." in relative_glob.replace("\\", "/").split("/"):
         try:
-            refused = (await session.stat(root)).is_dir  # the script refuses it in a directory
+            refused = (
+                await session.files.stat(root)
+            ).is_dir  # the script refuses it in a directory
         except OSError:
             refused = False
         if refused:
@@ -253,7 +260,7 @@ async def native_grep(
             if isinstance(records, GrepResult):
                 return records
         else:
-            core = await session.grep(
+            core = await session.files.grep(
                 pattern.split("\n"), root, glob=glob or None, exclude_dirs=excluded, timeout=timeout
             )
             records = [(m.path, m.line, m.text) for m in core.matches]
@@ -307,16 +314,25 @@ class NativeFiles(BaseSandbox, SessionHandle):
     async def aedit(
         self, file_path: str, old_string: str, new_string: str, replace_all: bool = False
     ) -> EditResult:
-        outcome = None
         if old_string and execd_editable(file_path, old_string, new_string):
-            outcome = await edit_file(
-                self._session, file_path, old_string, new_string, replace_all=bool(replace_all)
-            )
-        if outcome is None:  # an empty `old_string` included: its wording moved between releases
-            return await BaseSandbox.aedit(self, file_path, old_string, new_string, replace_all)
-        if outcome.error is not None:
-            return edit_error(outcome.error, file_path, old_string)
-        return EditResult(path=file_path, occurrences=outcome.occurrences)
+            try:
+                count = await self._session.files.edit(
+                    file_path, old_string, new_string, replace_all=bool(replace_all)
+                )
+            except EditError as exc:
+                return edit_error(EDIT_ERRORS[exc.reason], file_path, old_string)
+            except NotTextError:
+                return edit_error("not_a_text_file", file_path, old_string)
+            except OSError as exc:
+                code = FILE_ERRORS.get(exc.errno or 0)
+                if code is not None:
+                    return edit_error(code, file_path, old_string)
+            except OutputLimitError:
+                pass  # too big to edit from a download: BaseSandbox's script does it
+            else:
+                return EditResult(path=file_path, occurrences=count)
+        # An empty `old_string` included: its wording moved between releases.
+        return await BaseSandbox.aedit(self, file_path, old_string, new_string, replace_all)
 
     def glob(self, pattern: str, path: str | None = None) -> GlobResult:
         result = self._run(native_glob(self._session, pattern, path))
@@ -371,7 +387,7 @@ class NativeFiles(BaseSandbox, SessionHandle):
         if problem is not None:
             return delete_error(_shown(file_path), problem)
         try:
-            await self._session.remove(file_path, recursive=True)
+            await self._session.files.remove(file_path, recursive=True)
         except (FileNotFoundError, NotADirectoryError):  # BaseSandbox: `test -e` fails for both
             return delete_not_found(file_path)
         except OSError as exc:

@@ -4,23 +4,26 @@
 from opensandbox_core import AsyncSandboxSession, SandboxSpec
 
 async with AsyncSandboxSession(SandboxSpec(image="python:3.13-slim")) as sandbox:
-    result = await sandbox.run("python3 -c 'print(6 * 7)'")
+    result = await sandbox.commands.run("python3 -c 'print(6 * 7)'")
 ```
 
 The connection comes from `OPEN_SANDBOX_DOMAIN` and `OPEN_SANDBOX_API_KEY` unless a `Connection` is
 given. See `docs/core.md` for the guide.
 """
 
-from ._agent._editing import EditOutcome, edit_file
 from ._agent._listing import DirectoryEntry, DirectoryLister, DirectoryListing
 from ._commands._background import BackgroundProcess, OutputChunk, ProcessStatus
+from ._commands._facet import Commands
 from ._commands._offload import OffloadedRun
+from ._commands._run import OutputCallback
 from ._config import Connection, SandboxSpec
 from ._create import EgressRule, NetworkPolicy, Volume
+from ._defaults import DEFAULT
 from ._errors import (
     AuthenticationError,
     CommandTimeoutError,
     ConfigurationError,
+    EditError,
     InsecureSandboxWarning,
     NotTextError,
     OpenSandboxError,
@@ -34,8 +37,9 @@ from ._errors import (
     TerminalTimeoutError,
     UnsupportedDaemonError,
 )
+from ._files._facet import Files
 from ._files._grep import GrepMatch, GrepResult
-from ._files._upload import SECRET_PATTERNS, DirectoryUpload, UploadOptions, upload_directory
+from ._files._upload import SECRET_PATTERNS, DirectoryUpload, UploadOptions
 from ._fleet._admin import SandboxSummary, destroy_sandbox, list_sandboxes, remove_sandboxes
 from ._fleet._checkpoints import COPY_OF_METADATA_KEY, CheckpointFiles, FilesVersion
 from ._fleet._keyed import KEY_METADATA_KEY, NAMESPACE_METADATA_KEY, KeyedSandboxes
@@ -53,8 +57,18 @@ from ._images import default_entrypoint
 from ._keywords import SpecField, keyword_defaults, spec_from_keywords
 from ._lifecycle._guard import CANCEL_CLEANUP_WAIT, CreateGuard, discard_sandbox, run_to_completion
 from ._lifecycle._operations import OperationScope, running_on_asyncio
-from ._session import DEFAULT, LIBRARY_KEY, OWNER_KEY, AsyncSandboxSession, OutputCallback
-from ._sync import BlockingBackgroundProcess, BlockingTerminal, SandboxSession, run_blocking
+from ._metadata import LIBRARY_KEY, OWNER_KEY
+from ._session import AsyncSandboxSession
+from ._sync import (
+    BlockingBackgroundProcess,
+    BlockingCommands,
+    BlockingFiles,
+    BlockingTerminal,
+    BlockingTerminals,
+    SandboxSession,
+    run_blocking,
+)
+from ._terminal._facet import OpeningTerminal, Terminals
 from ._terminal._handle import Terminal
 from ._terminal_tools._keys import keystrokes
 from ._terminal_tools._specs import TerminalToolSpec
@@ -77,11 +91,15 @@ __all__ = [
     "AuthenticationError",
     "BackgroundProcess",
     "BlockingBackgroundProcess",
+    "BlockingCommands",
+    "BlockingFiles",
     "BlockingTerminal",
+    "BlockingTerminals",
     "BytesResult",
     "CheckpointFiles",
     "CommandResult",
     "CommandTimeoutError",
+    "Commands",
     "ConfigurationError",
     "Connection",
     "CreateGuard",
@@ -89,10 +107,11 @@ __all__ = [
     "DirectoryLister",
     "DirectoryListing",
     "DirectoryUpload",
-    "EditOutcome",
+    "EditError",
     "EgressRule",
     "FileInfo",
     "FileMatch",
+    "Files",
     "FilesVersion",
     "Framing",
     "GrepMatch",
@@ -104,6 +123,7 @@ __all__ = [
     "NotTextError",
     "OffloadedRun",
     "OpenSandboxError",
+    "OpeningTerminal",
     "OperationScope",
     "OutputCallback",
     "OutputChunk",
@@ -126,6 +146,7 @@ __all__ = [
     "TerminalTimeoutError",
     "TerminalToolSpec",
     "TerminalTools",
+    "Terminals",
     "TransferResult",
     "UnsupportedDaemonError",
     "UploadOptions",
@@ -136,7 +157,6 @@ __all__ = [
     "delete_snapshot",
     "destroy_sandbox",
     "discard_sandbox",
-    "edit_file",
     "get_snapshot",
     "keystrokes",
     "keyword_defaults",
@@ -149,5 +169,4 @@ __all__ = [
     "running_on_asyncio",
     "snapshot_sandbox",
     "spec_from_keywords",
-    "upload_directory",
 ]

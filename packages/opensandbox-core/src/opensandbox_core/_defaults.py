@@ -21,6 +21,7 @@ from typing import Final
 __all__ = [
     "CHUNK_SIZE",
     "COMMAND_TIMEOUT",
+    "DEFAULT",
     "DOMAIN",
     "ENV_API_KEY",
     "ENV_DOMAIN",
@@ -72,3 +73,15 @@ MAX_COMMAND_CHARS: Final = 1_000_000
 # -- transfers -----------------------------------------------------------------------------------
 CHUNK_SIZE: Final = 1 << 20
 """Bytes per streamed download chunk and per upload slice (1 MiB)."""
+
+
+# -- the "use the session's default" sentinel ------------------------------------------------------
+class _Default:
+    """The type of `DEFAULT`."""
+
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+DEFAULT: Final = _Default()
+"""Sentinel for a parameter whose default is the session's (e.g. its default command timeout)."""

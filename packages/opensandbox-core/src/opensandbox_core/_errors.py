@@ -10,6 +10,7 @@ OpenSandboxError
 ├── CommandTimeoutError (also TimeoutError)   a command outlived its timeout; carries partial output
 ├── OutputLimitError                          a read exceeded the size limit the caller set
 ├── NotTextError (also ValueError)            a file read as text (`read_lines`) is not UTF-8
+├── EditError (also ValueError)               `files.edit` found no match, or several
 ├── TerminalNotFoundError (also LookupError)  no terminal of that id (never made, or closed)
 ├── TerminalTimeoutError (also TimeoutError)  a terminal's expect/wait ran out; has .output
 ├── TerminalTakenOverError                    another client took the terminal over
@@ -73,6 +74,7 @@ __all__ = [
     "AuthenticationError",
     "CommandTimeoutError",
     "ConfigurationError",
+    "EditError",
     "InsecureSandboxWarning",
     "NotTextError",
     "OpenSandboxError",
@@ -155,6 +157,15 @@ class NotTextError(OpenSandboxError, ValueError):
     def __init__(self, message: str, *, path: str, binary: bool) -> None:
         super().__init__(message)
         self.path, self.binary = path, binary
+
+
+class EditError(OpenSandboxError, ValueError):
+    """`files.edit` found nothing to replace (`reason` "not_found") or `occurrences` matches
+    where one was expected (`reason` "ambiguous"). `path` names the file; it is unchanged."""
+
+    def __init__(self, message: str, *, path: str, reason: str, occurrences: int) -> None:
+        super().__init__(message)
+        self.path, self.reason, self.occurrences = path, reason, occurrences
 
 
 class TerminalNotFoundError(OpenSandboxError, LookupError):

@@ -4,20 +4,20 @@ Verified against opensandbox-server 1.1.1 and the opensandbox SDK 1.1.1 (Novembe
 recorded exchanges of the real execd v1.0.19 and v1.0.18 (tests/data/execd-recordings) and the
 project's testbed daemon in its generation profiles (1.0.19, 1.0.18, 1.1, 1.0.16).
 
-The session is a facade over facets with one job each, and keeps only its flat public methods
-(one-line delegations), `async with` and `aclose()`. Its methods are grouped in mixins, one
-module each, that read the facets the constructor here builds: the read-only properties (`id`,
-`owned`, `spec`, ...) are `SessionInfo`'s, shared with the blocking `SandboxSession`; the
-command methods `CommandMethods`' (`_session_commands`, with the `DEFAULT` sentinel); paged
-reads, walk, glob and grep `SearchMethods`' (`_session_search`); terminals ``TerminalMethods`'
-(`_session_terminals`). The facets:
+The session holds the sandbox's identity and lifecycle, and composes the facets users call
+(as the OpenSandbox SDK and e2b group them), each a class of its own in its folder:
 
-- lifecycle (`_lifecycle`, with `_startup` and `_reach`): clients, start-once, create, attach and
-  recover, readiness and the probe, renewal, pause and resume, destroy, the error boundary;
-- commands (`_commands`, `_background`): run, interrupt, background processes;
-- files (`_filesystem`, `_transfers`): stat, list, make, remove; read, write, transfers;
-- interactive terminals (`_terminal`): open and attach; the session keeps a weak set of the
-  terminals it handed out, and detaches them when it closes (they keep running).
+- `session.commands` (`_commands._facet.Commands`): run, run_bytes, run_offloaded, background
+  processes;
+- `session.files` (`_files._facet.Files`): stat, list, make, remove; read, write, ranges, pages,
+  batches, directory uploads; walk, glob, grep and edit;
+- `session.terminals` (`_terminal._facet.Terminals`): interactive terminals, opened or attached;
+  the session detaches those still open when it closes (they keep running).
+
+Underneath, the lifecycle (`_lifecycle`, with `_startup` and `_reach`: clients, start-once,
+create, attach and recover, readiness and the probe, renewal, pause and resume, destroy, the
+error boundary) is shared by every facet. The read-only properties (`id`, `owned`, `spec`, ...)
+are `SessionInfo`'s, shared with the blocking `SandboxSession`.
 
 Rules it keeps:
 - Construction does no I/O. The first operation creates the sandbox (built from a `SandboxSpec`)
@@ -32,48 +32,27 @@ Rules it keeps:
 
 from __future__ import annotations
 
-import contextlib
-import os
 import posixpath
-import weakref
-from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, Unpack
+from collections.abc import Mapping
+from typing import Any
 
 from . import _validate
-from ._commands._run import Commands, OutputCallback
+from ._commands._facet import Commands
+from ._commands._run import CommandRunner
 from ._config import Connection, SandboxSpec
-from ._defaults import (
-    CHUNK_SIZE,
-    COMMAND_TIMEOUT,
-    MAX_OUTPUT,
-    RECOVER_TIMEOUT,
-    WORKING_DIR,
-)
+from ._defaults import COMMAND_TIMEOUT, MAX_OUTPUT, RECOVER_TIMEOUT, WORKING_DIR
+from ._files._facet import Files
 from ._files._filesystem import FileSystem
-from ._files._pages import LineReader
 from ._files._transfers import Transfers
-from ._files._upload import DirectoryUpload, UploadOptions, upload_directory
 from ._lifecycle._guard import CreateGuard
 from ._lifecycle._sandbox import SandboxLifecycle
-from ._metadata import LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY
-from ._session_commands import DEFAULT, CommandMethods
 from ._session_info import SessionInfo
-from ._session_search import SearchMethods
-from ._session_terminals import TerminalMethods
-from ._terminal._handle import Terminal, let_go
-from ._types import FileInfo, TransferResult, WriteData
+from ._terminal._facet import Terminals
 
-__all__ = [
-    "DEFAULT",
-    "LIBRARY_KEY",
-    "LIBRARY_VALUE",
-    "OWNER_KEY",
-    "AsyncSandboxSession",
-    "OutputCallback",
-]
+__all__ = ["AsyncSandboxSession"]
 
 
-class AsyncSandboxSession(CommandMethods, SearchMethods, TerminalMethods, SessionInfo):
+class AsyncSandboxSession(SessionInfo):
     """A session on one OpenSandbox sandbox: commands and files, created or attached lazily.
 
     Build it with a `SandboxSpec` to create a sandbox on first use, or with `sandbox_id=` to
@@ -82,8 +61,8 @@ class AsyncSandboxSession(CommandMethods, SearchMethods, TerminalMethods, Sessio
 
     ```python
     async with AsyncSandboxSession(SandboxSpec(image="python:3.13-slim")) as sb:
-        result = await sb.run("python3 -c 'print(6 * 7)'")
-        await sb.write_bytes("data.bin", b"\\x00\\x01")
+        result = await sb.commands.run("python3 -c 'print(6 * 7)'")
+        await sb.files.write_bytes("data.bin", b"\\x00\\x01")
     # the sandbox is destroyed here, because this session created it
     ```
 
@@ -131,16 +110,17 @@ class AsyncSandboxSession(CommandMethods, SearchMethods, TerminalMethods, Sessio
             working_dir=posixpath.normpath(working_dir) if working_dir else None,
             recover_timeout=recover_timeout,
         )
-        self._commands = Commands(
-            self._life,
-            env=self._env,
-            default_timeout=timeout_default,
-            max_output=max_output,
+        self._runner = CommandRunner(
+            self._life, env=self._env, default_timeout=timeout_default, max_output=max_output
         )
-        self._files = FileSystem(self._life, self._commands)
-        self._transfers = Transfers(self._life, self._files, self._commands)
-        self._lines = LineReader(self)
-        self._terminals: weakref.WeakSet[Terminal] = weakref.WeakSet()
+        fs = FileSystem(self._life, self._runner)
+        transfers = Transfers(self._life, fs, self._runner)
+        self.commands: Commands = Commands(self._life, self._runner, fs, transfers)
+        """Commands: `run`, `run_bytes`, `run_offloaded`, `start_background`, `background`."""
+        self.files: Files = Files(self._runner, fs, transfers)
+        """Files: read, write, stat, list, walk, glob, grep, edit, batches and uploads."""
+        self.terminals: Terminals = Terminals(self._life)
+        """Interactive terminals: `open` and `attach`."""
         self._life.connection.check_security()
 
     # -- identity (the read-only properties and repr() are `SessionInfo`'s) ------------------
@@ -176,7 +156,7 @@ class AsyncSandboxSession(CommandMethods, SearchMethods, TerminalMethods, Sessio
 
     async def destroy(self) -> None:
         """Delete the sandbox, files included. Quiet when it is already gone; idempotent."""
-        await let_go(self._terminals)
+        await self.terminals._let_go()
         await self._life.destroy()
 
     async def pause(self, *, timeout: float = 60.0) -> None:
@@ -194,12 +174,6 @@ class AsyncSandboxSession(CommandMethods, SearchMethods, TerminalMethods, Sessio
         answers again, so the next command and file operation work."""
         await self._pause_or_resume(pause=False, timeout=timeout)
 
-    async def upload_dir(
-        self, local_dir: str | os.PathLike[str], remote_dir: str, **options: Unpack[UploadOptions]
-    ) -> DirectoryUpload:
-        """`opensandbox_core.upload_directory(self, ...)`: a tree without its secrets."""
-        return await upload_directory(self, local_dir, remote_dir, **options)
-
     async def _pause_or_resume(self, *, pause: bool, timeout: float) -> None:
         limit = _validate.timeout(timeout, allow_none=False)
         assert limit is not None
@@ -208,7 +182,7 @@ class AsyncSandboxSession(CommandMethods, SearchMethods, TerminalMethods, Sessio
     async def aclose(self) -> None:
         """Close this event loop's HTTP clients and detach the terminals this session opened or
         attached (their processes keep running). The sandbox keeps running."""
-        await let_go(self._terminals)
+        await self.terminals._let_go()
         await self._life.aclose()
 
     async def __aenter__(self) -> AsyncSandboxSession:
@@ -239,68 +213,3 @@ class AsyncSandboxSession(CommandMethods, SearchMethods, TerminalMethods, Sessio
         if self._life.sandbox_id is None:
             return False
         return await self._life.gone(self._life.clients().execd)
-
-    # -- files (the `_filesystem` and `_transfers` facets) -----------------------------------
-    async def realpath(self, path: str) -> str:
-        """The canonical absolute path (symlinks resolved, missing names kept), like `realpath -m`."""
-        return await self._files.realpath(path)
-
-    async def stat(self, path: str) -> FileInfo:
-        """Metadata of a path; `is_dir`/`is_file` follow symlinks. Missing: FileNotFoundError."""
-        return await self._files.stat(path)
-
-    async def exists(self, path: str) -> bool:
-        """Whether the path exists (a dangling symlink counts); see `FileSystem.exists`."""
-        return await self._files.exists(path)
-
-    async def list_dir(self, path: str = ".") -> list[FileInfo]:
-        """The entries of a directory, sorted by name (symlinks followed for `is_dir`)."""
-        return await self._files.list_dir(path)
-
-    async def make_dir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None:
-        """Create a directory (and its parents). Over a file: FileExistsError."""
-        await self._files.make_dir(path, parents=parents, exist_ok=exist_ok)
-
-    async def remove(self, path: str, *, recursive: bool = True) -> None:
-        """Delete a file, symlink or directory tree. Refuses the working dir and its ancestors."""
-        await self._files.remove(path, recursive=recursive)
-
-    async def read_bytes(self, path: str, *, max_size: int | None = None) -> bytes:
-        """The whole content of a file. Directories, FIFOs and devices raise instead of blocking."""
-        return await self._transfers.read_bytes(path, max_size=max_size)
-
-    async def iter_bytes(
-        self, path: str, *, max_size: int | None = None, chunk_size: int = CHUNK_SIZE
-    ) -> AsyncIterator[bytes]:
-        """Stream a file's content in chunks (bounded memory)."""
-        chunks = self._transfers.iter_bytes(path, max_size=max_size, chunk_size=chunk_size)
-        async with contextlib.aclosing(chunks):
-            async for chunk in chunks:
-                yield chunk
-
-    async def write_bytes(
-        self, path: str, data: WriteData, *, mode: int | None = None, timeout: float | None = None
-    ) -> None:
-        """Write a file atomically (see `AtomicWriter.write_bytes`): parents are created, an existing
-        file keeps its mode, writes through a symlink reach its target, and a failed write leaves
-        the old content in place."""
-        await self._transfers.write_bytes(path, data, mode=mode, timeout=timeout)
-
-    async def upload_files(
-        self, files: Sequence[tuple[str, bytes]], *, mode: int | None = None
-    ) -> list[TransferResult]:
-        """Write several files; one result per file, in order. Never raises for one bad file."""
-        return await self._transfers.upload_files(files, mode=mode)
-
-    async def download_files(self, paths: Sequence[str]) -> list[TransferResult]:
-        """Read several files; one result per file, in order. Never raises for one bad file."""
-        return await self._transfers.download_files(paths)
-
-    async def read_range(self, path: str, offset: int, length: int) -> bytes:
-        """Up to `length` bytes of a regular file from byte `offset` (see `Transfers.read_range`)."""
-        return await self._transfers.read_range(path, offset, length)
-
-    async def replace_text(self, path: str, old: str, new: str) -> None:
-        """Replace every occurrence of `old` with `new` in a file, in place (see
-        `Transfers.replace_text`)."""
-        await self._transfers.replace_text(path, old, new)

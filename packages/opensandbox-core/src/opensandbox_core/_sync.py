@@ -1,45 +1,60 @@
-"""`SandboxSession`: the blocking façade over `AsyncSandboxSession`.
+"""`SandboxSession`: the blocking façade over `AsyncSandboxSession`, its facets and handles.
 
-There is one implementation (the async one); every public method and property of
-`AsyncSandboxSession` has a twin here with the same parameters (a unit test,
-`tests/unit/core/test_sync_parity.py`, fails when one is missing or differs). The read-only
-properties are the same code on both (`SessionInfo`), and a method that only runs its async
-twin is made from it by `_blocking`, so it cannot drift from the async signature. Blocking calls
-run on the portal (`_portal`: a private event loop in a daemon thread shared by every blocking
-caller of the process), so they work from plain scripts, from threads, and from inside a running
-event loop alike. Ctrl-C (KeyboardInterrupt) during a blocking call cancels the operation, which
-stops the remote command, then re-raises; in `with SandboxSession(...)` it waits for the create
-to be cleaned up (`CreateGuard.start_blocking`).
+There is one implementation (the async one), and one mechanism that makes every blocking twin:
+`twin(AsyncClass.method)`. A twin calls the method (by name, at call time) on the async object
+its blocking owner wraps (`_async`), runs what it returns on the portal (`_portal`: a private
+event loop in a daemon thread shared by every blocking caller of the process) and waits: a
+coroutine or any awaitable is awaited there, an async iterator is stepped there (a blocking
+iterator; leaving the loop early closes it), and `wrap=` turns a returned async handle into its
+blocking one. A twin takes the method's parameters (for mypy through `ParamSpec`, for
+`inspect.signature` and `help()` through `__wrapped__`) and its docstring, so it cannot drift
+from the async signature (`tests/unit/core/test_sync_parity.py` checks every pair).
+
+Blocking calls work from plain scripts, from threads, and from inside a running event loop
+alike. Ctrl-C (KeyboardInterrupt) during a blocking call cancels the operation, which stops the
+remote command, then re-raises; in `with SandboxSession(...)` it waits for the create to be
+cleaned up (`CreateGuard.start_blocking`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import re
-from collections.abc import (
-    AsyncIterator,
-    Callable,
-    Coroutine,
-    Iterator,
-    Mapping,
-    Sequence,
-)
-from typing import Any, Concatenate, ParamSpec, TypeVar
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from . import _defaults
-from ._commands._background import DEFAULT_MAX_CHUNK, BackgroundProcess, OutputChunk, ProcessStatus
+from ._commands._background import BackgroundProcess
+from ._commands._facet import Commands
 from ._config import Connection, SandboxSpec
+from ._files._facet import Files
 from ._lifecycle._guard import CreateGuard
 from ._portal import portal, run_blocking
 from ._session import AsyncSandboxSession
 from ._session_info import SessionInfo
+from ._terminal._facet import Terminals
 from ._terminal._handle import Terminal
 
-__all__ = ["BlockingBackgroundProcess", "BlockingTerminal", "SandboxSession", "run_blocking"]
+__all__ = [
+    "BlockingBackgroundProcess",
+    "BlockingCommands",
+    "BlockingFiles",
+    "BlockingTerminal",
+    "BlockingTerminals",
+    "SandboxSession",
+    "run_blocking",
+    "twin",
+]
 
 T = TypeVar("T")
+R = TypeVar("R")
+A = TypeVar("A")
 P = ParamSpec("P")
+
+
+async def _awaited(awaitable: Awaitable[T]) -> T:
+    return await awaitable
 
 
 def _iterate(agen: AsyncIterator[T]) -> Iterator[T]:
@@ -48,7 +63,7 @@ def _iterate(agen: AsyncIterator[T]) -> Iterator[T]:
     try:
         while True:
             try:
-                yield portal.run(agen.__anext__())  # type: ignore[arg-type]
+                yield portal.run(_awaited(agen.__anext__()))
             except StopAsyncIteration:
                 return
     finally:
@@ -58,94 +73,107 @@ def _iterate(agen: AsyncIterator[T]) -> Iterator[T]:
                 portal.run(closer())
 
 
-class BlockingBackgroundProcess:
-    """Blocking twin of `BackgroundProcess` (what `SandboxSession.start_background` returns)."""
+@overload
+def twin(
+    method: Callable[Concatenate[A, P], AsyncIterator[T]], *, name: str | None = ...
+) -> Callable[Concatenate[Any, P], Iterator[T]]: ...
+@overload
+def twin(
+    method: Callable[Concatenate[A, P], Awaitable[T]],
+    *,
+    name: str | None = ...,
+    doc: str | None = ...,
+) -> Callable[Concatenate[Any, P], T]: ...
+@overload
+def twin(
+    method: Callable[Concatenate[A, P], Awaitable[T]],
+    *,
+    wrap: Callable[[T], R],
+) -> Callable[Concatenate[Any, P], R]: ...
+def twin(
+    method: Callable[..., Any],
+    *,
+    wrap: Callable[[Any], Any] | None = None,
+    name: str | None = None,
+    doc: str | None = None,
+) -> Callable[..., Any]:
+    """The blocking twin of `method`, an async method of the class whose instance the twin's
+    owner keeps as `_async` (see the module docstring). `name` renames it (`aclose` ->
+    `close`); `doc` replaces its docstring."""
+    attribute = method.__name__
+    iterates = inspect.isasyncgenfunction(method)
 
-    def __init__(self, process: BackgroundProcess) -> None:
-        self._process = process
+    @functools.wraps(method)
+    def blocking(self: Any, /, *args: Any, **kwargs: Any) -> Any:
+        result = getattr(self._async, attribute)(*args, **kwargs)
+        if iterates:
+            return _iterate(result)
+        value = portal.run(_awaited(result))
+        return value if wrap is None else wrap(value)
+
+    blocking.__name__ = name or attribute
+    if doc is not None:
+        blocking.__doc__ = doc
+    return blocking
+
+
+class _Blocking(Generic[A]):
+    """A blocking twin of an async object (`_async`), its methods made by `twin`."""
+
+    def __init__(self, async_object: A) -> None:
+        self._async = async_object
+
+    def __repr__(self) -> str:
+        return f"Blocking{self._async!r}"
+
+
+class BlockingBackgroundProcess(_Blocking[BackgroundProcess]):
+    """Blocking twin of `BackgroundProcess` (what `session.commands.start_background` returns)."""
 
     @property
     def id(self) -> str:
-        """The execution id (keep it to find the process again with `session.background(id)`)."""
-        return self._process.id
+        """The execution id (`session.commands.background(id)` finds the process again)."""
+        return self._async.id
 
     @property
     def async_process(self) -> BackgroundProcess:
         """The async handle behind this one."""
-        return self._process
-
-    def __repr__(self) -> str:
-        return f"BlockingBackgroundProcess({self._process.id!r})"
+        return self._async
 
     keep_running = staticmethod(BackgroundProcess.keep_running)
-
-    def status(self) -> ProcessStatus:
-        return portal.run(self._process.status())
-
-    def read_output(
-        self, cursor: int | None = None, *, max_bytes: int = DEFAULT_MAX_CHUNK
-    ) -> OutputChunk:
-        return portal.run(self._process.read_output(cursor, max_bytes=max_bytes))
-
-    def wait(self, timeout: float | None = None, *, poll: float = 0.2) -> int:
-        return portal.run(self._process.wait(timeout, poll=poll))
-
-    def stop(self) -> None:
-        portal.run(self._process.stop())
-
-    def discard(self) -> None:
-        portal.run(self._process.discard())
+    status = twin(BackgroundProcess.status)
+    read_output = twin(BackgroundProcess.read_output)
+    wait = twin(BackgroundProcess.wait)
+    stop = twin(BackgroundProcess.stop)
+    discard = twin(BackgroundProcess.discard)
 
 
-class BlockingTerminal:
-    """Blocking twin of `Terminal` (what `SandboxSession.open_terminal` returns). The terminal
-    lives on the portal loop, which keeps reading its output between calls."""
-
-    def __init__(self, terminal: Terminal) -> None:
-        self._terminal = terminal
+class BlockingTerminal(_Blocking[Terminal]):
+    """Blocking twin of `Terminal` (what `session.terminals.open` returns). The terminal lives
+    on the portal loop, which keeps reading its output between calls."""
 
     @property
     def id(self) -> str:
-        """The terminal id (`SandboxSession.attach_terminal(id)` reaches it again)."""
-        return self._terminal.id
+        """The terminal id (`session.terminals.attach(id)` reaches it again)."""
+        return self._async.id
 
     @property
     def exit_code(self) -> int | None:
-        return self._terminal.exit_code
+        return self._async.exit_code
 
     @property
     def async_terminal(self) -> Terminal:
         """The async handle behind this one."""
-        return self._terminal
+        return self._async
 
-    def __repr__(self) -> str:
-        return f"Blocking{self._terminal!r}"
-
-    def write(self, data: str | bytes) -> None:
-        portal.run(self._terminal.write(data))
-
-    def read(self, timeout: float = 1.0) -> bytes:
-        return portal.run(self._terminal.read(timeout))
-
-    def expect(
-        self, pattern: str | bytes | re.Pattern[bytes], timeout: float = 30.0
-    ) -> re.Match[bytes]:
-        return portal.run(self._terminal.expect(pattern, timeout))
-
-    def resize(self, cols: int, rows: int) -> None:
-        portal.run(self._terminal.resize(cols, rows))
-
-    def interrupt(self) -> None:
-        portal.run(self._terminal.interrupt())
-
-    def wait(self, timeout: float | None = None) -> int:
-        return portal.run(self._terminal.wait(timeout))
-
-    def detach(self) -> None:
-        portal.run(self._terminal.detach())
-
-    def close(self) -> None:
-        portal.run(self._terminal.close())
+    write = twin(Terminal.write)
+    read = twin(Terminal.read)
+    expect = twin(Terminal.expect)
+    resize = twin(Terminal.resize)
+    interrupt = twin(Terminal.interrupt)
+    wait = twin(Terminal.wait)
+    detach = twin(Terminal.detach)
+    close = twin(Terminal.close)
 
     def __enter__(self) -> BlockingTerminal:
         return self
@@ -154,38 +182,56 @@ class BlockingTerminal:
         self.close()
 
 
-def _blocking(
-    method: Callable[Concatenate[AsyncSandboxSession, P], Coroutine[Any, Any, T]],
-    *,
-    name: str | None = None,
-    doc: str | None = None,
-) -> Callable[Concatenate[SandboxSession, P], T]:
-    """The blocking twin of a coroutine method of `AsyncSandboxSession`: it calls the method
-    (by name) on the façade's async session, runs the coroutine on the portal loop and waits.
+class BlockingCommands(_Blocking[Commands]):
+    """Blocking twin of `Commands` (`SandboxSession.commands`)."""
 
-    The twin takes the method's parameters (for mypy through `P`; for `inspect.signature` and
-    `help()` through `__wrapped__`) and its docstring, unless `doc` gives the façade's own;
-    `name` renames it (`aclose` -> `close`)."""
-    attribute = method.__name__
+    run = twin(Commands.run)
+    run_bytes = twin(Commands.run_bytes)
+    run_offloaded = twin(Commands.run_offloaded)
+    start_background = twin(Commands.start_background, wrap=BlockingBackgroundProcess)
 
-    @functools.wraps(method)
-    def twin(self: SandboxSession, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        bound: Callable[P, Coroutine[Any, Any, T]] = getattr(self._async, attribute)
-        return portal.run(bound(*args, **kwargs))
+    def background(self, execution_id: str) -> BlockingBackgroundProcess:
+        """A handle on a background process started earlier (by this or another session)."""
+        return BlockingBackgroundProcess(self._async.background(execution_id))
 
-    twin.__name__ = name or attribute
-    twin.__qualname__ = f"SandboxSession.{twin.__name__}"
-    if doc is not None:
-        twin.__doc__ = doc
-    return twin
+
+class BlockingFiles(_Blocking[Files]):
+    """Blocking twin of `Files` (`SandboxSession.files`); `iter_bytes` is a blocking iterator."""
+
+    realpath = twin(Files.realpath)
+    stat = twin(Files.stat)
+    exists = twin(Files.exists)
+    list_dir = twin(Files.list_dir)
+    make_dir = twin(Files.make_dir)
+    remove = twin(Files.remove)
+    read_bytes = twin(Files.read_bytes)
+    iter_bytes = twin(Files.iter_bytes)
+    read_range = twin(Files.read_range)
+    read_lines = twin(Files.read_lines)
+    write_bytes = twin(Files.write_bytes)
+    edit = twin(Files.edit)
+    upload_files = twin(Files.upload_files)
+    download_files = twin(Files.download_files)
+    upload_dir = twin(Files.upload_dir)
+    walk = twin(Files.walk)
+    glob = twin(Files.glob)
+    grep = twin(Files.grep)
+
+
+class BlockingTerminals(_Blocking[Terminals]):
+    """Blocking twin of `Terminals` (`SandboxSession.terminals`): `open` returns a
+    `BlockingTerminal`, which `with` closes at the end of the block."""
+
+    open = twin(Terminals.open, wrap=BlockingTerminal)
+    attach = twin(Terminals.attach, wrap=BlockingTerminal)
 
 
 class SandboxSession(SessionInfo):
-    """Blocking twin of `AsyncSandboxSession`, with the same arguments and behaviour.
+    """Blocking twin of `AsyncSandboxSession`, with the same arguments, facets and behaviour.
 
     ```python
     with SandboxSession(SandboxSpec(image="python:3.13-slim")) as sb:
-        print(sb.run("echo hello").stdout)
+        print(sb.commands.run("echo hello").stdout)
     ```
     """
 
@@ -214,6 +260,12 @@ class SandboxSession(SessionInfo):
         # The state `SessionInfo`'s properties read: the async session's own objects.
         self._life = self._async._life
         self._env = self._async._env
+        self.commands = BlockingCommands(self._async.commands)
+        """Commands: `run`, `run_bytes`, `run_offloaded`, `start_background`, `background`."""
+        self.files = BlockingFiles(self._async.files)
+        """Files: read, write, stat, list, walk, glob, grep, edit, batches and uploads."""
+        self.terminals = BlockingTerminals(self._async.terminals)
+        """Interactive terminals: `open` and `attach`."""
 
     @classmethod
     def attach(cls, sandbox_id: str, **kwargs: Any) -> SandboxSession:
@@ -225,19 +277,17 @@ class SandboxSession(SessionInfo):
         """The async session behind this façade (same sandbox, same state)."""
         return self._async
 
-    # -- lifecycle ----------------------------------------------------------------------------
-    start = _blocking(AsyncSandboxSession.start)
-    working_dir = _blocking(AsyncSandboxSession.working_dir)
-    get_endpoint = _blocking(AsyncSandboxSession.get_endpoint)
-    sandbox_gone = _blocking(AsyncSandboxSession.sandbox_gone)
-    pause = _blocking(AsyncSandboxSession.pause)
-    resume = _blocking(AsyncSandboxSession.resume)
-    upload_dir = _blocking(AsyncSandboxSession.upload_dir)
-    destroy = _blocking(
+    start = twin(AsyncSandboxSession.start)
+    working_dir = twin(AsyncSandboxSession.working_dir)
+    get_endpoint = twin(AsyncSandboxSession.get_endpoint)
+    sandbox_gone = twin(AsyncSandboxSession.sandbox_gone)
+    pause = twin(AsyncSandboxSession.pause)
+    resume = twin(AsyncSandboxSession.resume)
+    destroy = twin(
         AsyncSandboxSession.destroy,
         doc="Delete the sandbox (quiet when already gone) and close local clients.",
     )
-    close = _blocking(
+    close = twin(
         AsyncSandboxSession.aclose,
         name="close",
         doc="Close local HTTP clients; the sandbox keeps running (twin of `aclose`).",
@@ -255,60 +305,3 @@ class SandboxSession(SessionInfo):
             self.destroy()
         else:
             self.close()
-
-    # -- commands -----------------------------------------------------------------------------
-    run = _blocking(AsyncSandboxSession.run)
-    run_bytes = _blocking(AsyncSandboxSession.run_bytes)
-    run_offloaded = _blocking(AsyncSandboxSession.run_offloaded)
-
-    def start_background(
-        self,
-        command: str | Sequence[str],
-        *,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-    ) -> BlockingBackgroundProcess:
-        process = portal.run(
-            self._async.start_background(command, cwd=cwd, env=env, timeout=timeout)
-        )
-        return BlockingBackgroundProcess(process)
-
-    def background(self, execution_id: str) -> BlockingBackgroundProcess:
-        return BlockingBackgroundProcess(self._async.background(execution_id))
-
-    # -- interactive terminals ----------------------------------------------------------------
-    def open_terminal(
-        self, command: str | None = None, *, cwd: str | None = None, cols: int = 80, rows: int = 24
-    ) -> BlockingTerminal:
-        terminal = portal.run(self._async.open_terminal(command, cwd=cwd, cols=cols, rows=rows))
-        return BlockingTerminal(terminal)
-
-    def attach_terminal(self, terminal_id: str) -> BlockingTerminal:
-        return BlockingTerminal(portal.run(self._async.attach_terminal(terminal_id)))
-
-    # -- files --------------------------------------------------------------------------------
-    read_bytes = _blocking(AsyncSandboxSession.read_bytes)
-
-    def iter_bytes(
-        self, path: str, *, max_size: int | None = None, chunk_size: int = _defaults.CHUNK_SIZE
-    ) -> Iterator[bytes]:
-        """The file's content in chunks, read as the caller iterates (blocking)."""
-        return _iterate(self._async.iter_bytes(path, max_size=max_size, chunk_size=chunk_size))
-
-    write_bytes = _blocking(AsyncSandboxSession.write_bytes)
-
-    read_range = _blocking(AsyncSandboxSession.read_range)
-    read_lines = _blocking(AsyncSandboxSession.read_lines)
-    walk_files = _blocking(AsyncSandboxSession.walk_files)
-    glob = _blocking(AsyncSandboxSession.glob)
-    grep = _blocking(AsyncSandboxSession.grep)
-    replace_text = _blocking(AsyncSandboxSession.replace_text)
-    stat = _blocking(AsyncSandboxSession.stat)
-    exists = _blocking(AsyncSandboxSession.exists)
-    list_dir = _blocking(AsyncSandboxSession.list_dir)
-    make_dir = _blocking(AsyncSandboxSession.make_dir)
-    remove = _blocking(AsyncSandboxSession.remove)
-    realpath = _blocking(AsyncSandboxSession.realpath)
-    upload_files = _blocking(AsyncSandboxSession.upload_files)
-    download_files = _blocking(AsyncSandboxSession.download_files)

@@ -2,15 +2,14 @@
 
 Keyword tables and signatures (`SessionKeywords`, `takes_keywords`), a backend's lifecycle (`SessionHandle`), a command's output shaped for an agent
 (`run_for_agent`, `combined_output`, `PreviewLayout` for an output left in the sandbox), the commands and parsers
-behind `DirectoryLister` (`ls_argv`, `FIND_LISTING`, ...) and `edit_file`
-(`choose_replacement`), batch transfers with per-file codes (`upload_checked`,
+behind `DirectoryLister` (`ls_argv`, `FIND_LISTING`, ...), batch transfers with per-file codes (`upload_checked`,
 `download_checked`, `transfer_code`), a file glob with the caller's matcher (`match_files`), a grep that reads files as
 Python does (`grep_universal`), and
 provisioning from the environment or a snapshot (`image_from_env`, `restore_spec`). Listed in
 `docs/core.md#building-an-adapter`; the names stay the same within a minor version.
 """
 
-from ._agent._editing import EDIT_READ_LIMIT, FILE_ERRORS, choose_replacement
+from ._agent._editing import FILE_ERRORS
 from ._agent._glob import ROOT_ERRORS, FileMatches, match_files
 from ._agent._grep import grep_universal, python_glob, universal_lines
 from ._agent._handle import SessionHandle
@@ -58,7 +57,6 @@ from ._validate._calls import split_snapshot
 
 __all__ = [
     "C_LOCALE",
-    "EDIT_READ_LIMIT",
     "FILE_ERRORS",
     "FIND_LISTING",
     "IMAGE_ENV",
@@ -77,7 +75,6 @@ __all__ = [
     "SessionHandle",
     "SessionKeywords",
     "TransferCode",
-    "choose_replacement",
     "combined_output",
     "download_checked",
     "execd_editable",

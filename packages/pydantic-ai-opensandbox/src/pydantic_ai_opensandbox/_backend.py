@@ -35,7 +35,6 @@ from opensandbox_core import (
     Volume,
     keyword_defaults,
     spec_from_keywords,
-    upload_directory,
 )
 from opensandbox_core import (
     defaults as _defaults,
@@ -188,7 +187,7 @@ class OpenSandboxBackend(
         _validate.env(env)
         async with self._operation():
             try:
-                result = await self._session.run(line, env=env, timeout=timeout)
+                result = await self._session.commands.run(line, env=env, timeout=timeout)
             except FileNotFoundError as exc:
                 raise WorkspaceError(
                     f"The working directory {exc.filename or ''} no longer exists in sandbox "
@@ -210,39 +209,39 @@ class OpenSandboxBackend(
     # -- SupportsFilesystem -------------------------------------------------------------------
     async def read_bytes(self, path: str) -> bytes:
         async with self._operation():
-            return await self._session.read_bytes(path)
+            return await self._session.files.read_bytes(path)
 
     async def write_bytes(self, path: str, data: bytes) -> None:
         content = _validate.byte_data(data)
         async with self._operation():
-            await self._session.write_bytes(path, content)
+            await self._session.files.write_bytes(path, content)
 
     async def stat(self, path: str) -> FileEntry:
         async with self._operation():
-            info = await self._session.stat(path)
+            info = await self._session.files.stat(path)
             return file_entry(info, path)
 
     async def list_dir(self, path: str) -> Sequence[FileEntry]:
         async with self._operation():
-            entries = await self._session.list_dir(path)
+            entries = await self._session.files.list_dir(path)
             return [file_entry(e, posixpath.join(path, e.name)) for e in entries]
 
     async def make_dir(self, path: str) -> None:
         async with self._operation():
-            await self._session.make_dir(path, parents=True, exist_ok=True)
+            await self._session.files.make_dir(path, parents=True, exist_ok=True)
 
     async def remove(self, path: str) -> None:
         async with self._operation():
-            await self._session.remove(path, recursive=True)
+            await self._session.files.remove(path, recursive=True)
 
     async def exists(self, path: str) -> bool:
         async with self._operation():
-            return await self._session.exists(path)
+            return await self._session.files.exists(path)
 
     # -- SupportsRealpath ---------------------------------------------------------------------
     async def realpath(self, path: str) -> str:
         async with self._operation():
-            return await self._session.realpath(path)
+            return await self._session.files.realpath(path)
 
     # -- beyond the workspace protocol ------------------------------------------------------------
     async def pause(self) -> None:
@@ -265,10 +264,10 @@ class OpenSandboxBackend(
     ) -> DirectoryUpload:
         """Copy a local directory tree into the sandbox, leaving secrets behind (`.env`, `.ssh/`,
         `*.pem`, ...: `opensandbox_core.SECRET_PATTERNS`) unless `include_secrets=True`; options
-        and result as `opensandbox_core.upload_directory`'s. A relative `remote_dir` resolves
+        and result as `session.files.upload_dir`'s. A relative `remote_dir` resolves
         against the working directory."""
         async with self._operation():
-            return await upload_directory(self._session, local_dir, remote_dir, **options)
+            return await self._session.files.upload_dir(local_dir, remote_dir, **options)
 
 
 _DEFAULTS: Final = keyword_defaults(OpenSandboxBackend)  # a keyword left at it gives way to `spec=`

@@ -47,7 +47,7 @@ async def match_files(
     the path, it took longer than `time_budget` seconds, or found `max_matches` or more."""
     started = time.monotonic()
     try:
-        found = await session.walk_files(root)
+        found = await session.files.walk(root)
     except OSError as exc:
         code = ROOT_ERRORS.get(exc.errno or 0) if exc.filename == root else None
         return FileMatches(None, code) if code else None

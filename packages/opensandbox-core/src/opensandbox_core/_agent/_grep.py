@@ -76,7 +76,7 @@ async def grep_universal(
     universal newlines split them. `timeout`: the core's (`DEFAULT`, seconds, or None)."""
     if "\r" in pattern or "\n" in pattern[:-1]:
         return []  # a line Python reads holds no `\r`, and one `\n` at most, at its end
-    core = await session.grep(
+    core = await session.files.grep(
         [pattern[:-1] if pattern.endswith("\n") else pattern, "\r"],
         root,
         include=python_glob(glob),

@@ -224,7 +224,7 @@ class DirectoryLister:
         followed), or its error; None where the output could not be read exactly (a name
         escaped in a way not known here, a cut output)."""
         if self.quoting_style:
-            result = await self.session.run(ls_argv(path), env=C_LOCALE, plain_lines=True)
+            result = await self.session.commands.run(ls_argv(path), env=C_LOCALE, plain_lines=True)
             if result.truncated:
                 return None
             parsed = parse_ls(path, result.exit_code, result.stdout, result.stderr)
@@ -235,7 +235,7 @@ class DirectoryLister:
             if supported:
                 return parsed
         argv = ["sh", "-c", FIND_LISTING, "ls", path]
-        result = await self.session.run(argv, env=C_LOCALE, plain_lines=True)
+        result = await self.session.commands.run(argv, env=C_LOCALE, plain_lines=True)
         if result.truncated:
             return None
         return parse_find_listing(path, result.exit_code, result.stdout, result.stderr)

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from opensandbox_core._agent._output import combined_output
+from opensandbox_core._defaults import DEFAULT
 from opensandbox_core._errors import CommandTimeoutError
-from opensandbox_core._session import DEFAULT, AsyncSandboxSession
+from opensandbox_core._session import AsyncSandboxSession
 from opensandbox_core._wire._framing import decode_output
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ async def run_for_agent(
     """Run `command` in a shell: stdout then stderr (each stderr line marked with
     `stderr_prefix` when given). `timeout`: the session's (`DEFAULT`, seconds, or None)."""
     try:
-        result = await session.run(command, timeout=timeout)
+        result = await session.commands.run(command, timeout=timeout)
     except CommandTimeoutError as exc:
         return timed_out_output(exc, stderr_prefix)
     if stderr_prefix is None:
@@ -121,7 +122,7 @@ async def offload_for_agent(
     (`offload_timed_out`). When `capture_path` cannot be written, nothing has run: the command
     then runs without capture and its whole output comes back (`run_for_agent`)."""
     try:
-        run = await session.run_offloaded(
+        run = await session.commands.run_offloaded(
             command,
             capture_path,
             max_bytes=max_bytes,

@@ -73,7 +73,7 @@ async def upload_checked(
         data = _validate.byte_data(content, f"content for {path!r}")  # raises ArgumentTypeError
         outcomes.append((path, None))
         batch.append((path, data))
-    results = iter(await session.upload_files(batch) if batch else [])
+    results = iter(await session.files.upload_files(batch) if batch else [])
     return [
         CheckedTransfer(path, transfer_code(next(results))) if known is None else known
         for path, known in outcomes
@@ -88,7 +88,7 @@ async def download_checked(
     errors: `transfer_code`."""
     checked = [(path, sendable_path(path)) for path in paths]
     batch = [path for path, sendable in checked if sendable]
-    results = iter(await session.download_files(batch) if batch else [])
+    results = iter(await session.files.download_files(batch) if batch else [])
     out: list[CheckedTransfer] = []
     for path, sendable in checked:
         if not sendable:

@@ -2,7 +2,7 @@
 
 A `BackgroundProcess` is a handle, not a connection: it holds only its session's lifecycle facet
 (the sandbox, its clients and error boundary) and the execution id, so it can be re-created later
-(`session.background(id)`) by whoever knows the id.
+(`session.commands.background(id)`) by whoever knows the id.
 
 What execd does with a background command, and what this module does about it:
 
@@ -102,7 +102,7 @@ class BackgroundProcess:
         if life is None:
             raise ConfigurationError(
                 "This BackgroundProcess was not built on an AsyncSandboxSession; get handles "
-                "from session.start_background(...) or session.background(id)."
+                "from session.commands.start_background(...) or session.commands.background(id)."
             )
         return life
 
@@ -115,7 +115,7 @@ class BackgroundProcess:
         so `cmd &` and `nohup cmd &` die with it; what `keep_running` starts survives it (and
         survives `stop()` of the handle that started it: stop it yourself, e.g. by its pid,
         which `$!` holds after the line). Use it inside `start_background` or `run`:
-        `await session.run(BackgroundProcess.keep_running("python3 -m http.server 8000"))`.
+        `await session.commands.run(BackgroundProcess.keep_running("python3 -m http.server 8000"))`.
         """
         _validate.keep_running(command, log)
         return (
@@ -206,7 +206,7 @@ def _not_registered(exc: ExecdError) -> bool:
 
 
 async def start_background(session: SessionLike, body: Mapping[str, Any]) -> BackgroundProcess:
-    """Start a background command (`body` from `Commands.prepare`) and return its
+    """Start a background command (`body` from `CommandRunner.prepare`) and return its
     handle once execd has registered it.
 
     The stream is read until its completion event (execd sends it right after starting the

@@ -27,7 +27,7 @@ from opensandbox_core._errors import CommandTimeoutError, OutputLimitError, Serv
 from opensandbox_core._types import BytesResult
 from opensandbox_core._wire._framing import decode_output
 
-from ._run import Commands
+from ._run import CommandRunner
 
 __all__ = ["run_bytes", "unwrap", "wrap"]
 
@@ -66,7 +66,7 @@ def _partial(stdout: str) -> str:
 
 
 async def run_bytes(
-    commands: Commands,
+    commands: CommandRunner,
     command: str | Sequence[str],
     *,
     cwd: str | None,

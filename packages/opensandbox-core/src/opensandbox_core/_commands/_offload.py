@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from opensandbox_core._files._transfers import Transfers
     from opensandbox_core._types import CommandResult
 
-    from ._run import Commands
+    from ._run import CommandRunner
 
 __all__ = ["MARKER", "OFFLOAD_ENV", "OFFLOAD_MAX_BYTES", "OffloadedRun", "cap_of", "run_offloaded"]
 
@@ -96,7 +96,7 @@ class OffloadedRun:
 
 
 async def run_offloaded(
-    commands: Commands,
+    commands: CommandRunner,
     files: FileSystem,
     transfers: Transfers,
     command: str | Sequence[str],

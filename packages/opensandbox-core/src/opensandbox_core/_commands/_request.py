@@ -1,7 +1,7 @@
-"""A command ready to send: what `Commands.prepare` makes of `run`'s and `start_background`'s
+"""A command ready to send: what `CommandRunner.prepare` makes of `run`'s and `start_background`'s
 arguments (checked, its `cwd` placed), and the execd request body built from it.
 
-No I/O: the checks and the placing are `Commands.prepare`'s; this only holds the result.
+No I/O: the checks and the placing are `CommandRunner.prepare`'s; this only holds the result.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ __all__ = ["CommandRequest"]
 
 @dataclass(frozen=True)
 class CommandRequest:
-    """A checked command, ready to send (`Commands.prepare`): the text and `cwd` field execd
-    gets (see `Commands.literal_cwd`), the directory it starts in, its environment and time
+    """A checked command, ready to send (`CommandRunner.prepare`): the text and `cwd` field execd
+    gets (see `CommandRunner.literal_cwd`), the directory it starts in, its environment and time
     limit, and the context it is sent in."""
 
     ctx: Context

@@ -21,6 +21,7 @@ from typing import Any, Final, Literal, NoReturn, Protocol
 import httpx
 
 from opensandbox_core import _validate
+from opensandbox_core._defaults import _Default
 from opensandbox_core._errors import (
     CommandTimeoutError,
     ServerError,
@@ -40,7 +41,7 @@ from ._capture import CAPTURE_ENV, Capture
 from ._output import Cleanup, Collected, collect, leftover_files
 from ._request import CommandRequest
 
-__all__ = ["Commands", "Lifecycle", "OutputCallback"]
+__all__ = ["CommandRunner", "Lifecycle", "OutputCallback"]
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +129,7 @@ class _RunState:
             ctx.execd.discard_later(leftovers, after=self.cleanup.after if self.cleanup else None)
 
 
-class Commands:
+class CommandRunner:
     """Runs commands in the lifecycle's sandbox with the session's defaults."""
 
     def __init__(
@@ -147,6 +148,10 @@ class Commands:
     @property
     def default_timeout(self) -> float | None:
         return self._timeout_default
+
+    def limit(self, timeout: float | _Default | None) -> float | None:
+        """`timeout`, or the session's default command timeout when it is `DEFAULT`."""
+        return self._timeout_default if isinstance(timeout, _Default) else timeout
 
     @property
     def max_output(self) -> int:

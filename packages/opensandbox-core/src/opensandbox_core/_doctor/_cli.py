@@ -16,7 +16,7 @@ from typing import Final
 from opensandbox_core._config import Connection
 from opensandbox_core._defaults import ENV_API_KEY, ENV_DOMAIN
 from opensandbox_core._errors import OpenSandboxError
-from opensandbox_core._session import OWNER_KEY
+from opensandbox_core._metadata import OWNER_KEY
 
 from ._context import DEFAULT_IMAGE, DEFAULT_STALE_AFTER, DoctorOptions, parse_duration
 from ._registry import run_doctor

@@ -23,7 +23,7 @@ from opensandbox_core._fleet._admin import (
     list_sandboxes,
     select_idle,
 )
-from opensandbox_core._session import OWNER_KEY
+from opensandbox_core._metadata import OWNER_KEY
 
 from ._context import DoctorContext, Outcome, format_age
 

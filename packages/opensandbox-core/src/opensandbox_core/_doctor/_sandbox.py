@@ -58,7 +58,7 @@ async def create_test_sandbox(ctx: DoctorContext) -> SandboxOutcome:
         await session.start()
         # Exact output is what matters: a missing final newline and \r\n survive only when
         # output is taken from the events (1.1) or from execd's raw output files (v1.0.17+).
-        result = await session.run(EXACT_PROBE, timeout=60)
+        result = await session.commands.run(EXACT_PROBE, timeout=60)
     except OpenSandboxError as exc:
         with contextlib.suppress(OpenSandboxError):
             await session.destroy()
@@ -133,7 +133,7 @@ async def check_latency(ctx: DoctorContext) -> Outcome:
     try:
         for _ in range(LATENCY_RUNS):
             started = time.perf_counter()
-            result = await outcome.session.run("true", timeout=60)
+            result = await outcome.session.commands.run("true", timeout=60)
             times.append(time.perf_counter() - started)
             if result.exit_code != 0:
                 raise OpenSandboxError(f"`true` exited with {result.exit_code}.")
@@ -164,9 +164,9 @@ async def check_throughput(ctx: DoctorContext) -> Outcome:
     mib = THROUGHPUT_BYTES / (1024 * 1024)
     try:
         started = time.perf_counter()
-        await session.write_bytes(path, data)
+        await session.files.write_bytes(path, data)
         written = time.perf_counter()
-        back = await session.read_bytes(path)
+        back = await session.files.read_bytes(path)
         done = time.perf_counter()
     except (OpenSandboxError, OSError) as exc:
         return Outcome("FAIL", f"file transfer failed: {exc}", "read the server's log")

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, Final, Protocol
 
 from opensandbox_core._commands._output import Cleanup
-from opensandbox_core._commands._run import Commands, Lifecycle
+from opensandbox_core._commands._run import CommandRunner, Lifecycle
 from opensandbox_core._errors import (
     ConfigurationError,
     ServerError,
@@ -92,7 +92,7 @@ def kind_of(value: object) -> FileKind:
 class FileSystem:
     """Paths and metadata of one session's sandbox (see the module docstring)."""
 
-    def __init__(self, life: FileLink, commands: Commands) -> None:
+    def __init__(self, life: FileLink, commands: CommandRunner) -> None:
         self._life = life
         self._commands = commands
         self._known: dict[str, int] = {}
@@ -427,7 +427,7 @@ class FileSystem:
     async def file_command(
         self, argv: list[str], *, timeout: float, max_output: int | None = None
     ) -> CommandResult:
-        """Run one file command (`Commands.file_command`); its result as it is."""
+        """Run one file command (`CommandRunner.file_command`); its result as it is."""
         return await self._commands.file_command(argv, timeout=timeout, max_output=max_output)
 
     def _protected(self, target: str) -> bool:

@@ -29,7 +29,7 @@ from typing import Final
 
 from opensandbox_core import _validate
 from opensandbox_core._commands._encoded import run_bytes
-from opensandbox_core._commands._run import Commands
+from opensandbox_core._commands._run import CommandRunner
 from opensandbox_core._errors import new_path_error
 from opensandbox_core._types import FileMatch
 
@@ -65,7 +65,7 @@ _ROOT_ERRORS: Final = (
 )
 
 
-async def walk_files(commands: Commands, path: str) -> list[FileMatch]:
+async def walk_files(commands: CommandRunner, path: str) -> list[FileMatch]:
     """Every regular file under `path` (see the module docstring), sorted by relative path."""
     root = _validate.path(path)
     result = await run_bytes(
@@ -107,7 +107,7 @@ def _join(base: str, relative: str) -> str:
     return base + relative if base.endswith("/") else f"{base}/{relative}"
 
 
-async def glob(commands: Commands, pattern: str, path: str) -> list[FileMatch]:
+async def glob(commands: CommandRunner, pattern: str, path: str) -> list[FileMatch]:
     """The files under `path` whose relative path matches `pattern` (`compile_glob`)."""
     matches = compile_glob(pattern)
     return [found for found in await walk_files(commands, path) if matches(found.relative)]

@@ -52,7 +52,7 @@ from opensandbox_core._wire._framing import decode_output
 from . import _fallback
 
 if TYPE_CHECKING:
-    from opensandbox_core._commands._run import Commands
+    from opensandbox_core._commands._run import CommandRunner
 
 __all__ = ["GrepMatch", "GrepResult", "grep"]
 
@@ -158,7 +158,7 @@ def _records(rest: str, names: Sequence[str], longest: int) -> list[tuple[str, i
 
 
 async def grep(
-    commands: Commands,
+    commands: CommandRunner,
     pattern: str | Sequence[str],
     path: str,
     *,
@@ -235,7 +235,7 @@ def _numbered(lines: str) -> list[tuple[int, str]]:
 
 
 async def _each(
-    commands: Commands,
+    commands: CommandRunner,
     root: str,
     names: list[str],
     patterns: list[str],

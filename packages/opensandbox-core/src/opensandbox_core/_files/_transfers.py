@@ -19,7 +19,7 @@ from typing import Any, Final
 import httpx
 
 from opensandbox_core import _validate
-from opensandbox_core._commands._run import Commands
+from opensandbox_core._commands._run import CommandRunner
 from opensandbox_core._defaults import CHUNK_SIZE
 from opensandbox_core._errors import (
     ConfigurationError,
@@ -52,7 +52,7 @@ end of it: 9223372036854775807 on ext4)."""
 class Transfers:
     """File content of one session's sandbox (see the module docstring)."""
 
-    def __init__(self, life: FileLink, files: FileSystem, commands: Commands) -> None:
+    def __init__(self, life: FileLink, files: FileSystem, commands: CommandRunner) -> None:
         self._life = life
         self._fs = files
         self._commands = commands

@@ -104,7 +104,7 @@ class CheckpointFiles:
         snapshot is ready): the `FilesVersion` to store with the caller's checkpoint."""
         marker = uuid.uuid4().hex
         seq = time.time()
-        await session.write_bytes(MARKER_PATH, marker.encode())
+        await session.files.write_bytes(MARKER_PATH, marker.encode())
         sandbox_id = await session.start()
         self._markers[sandbox_id] = marker
         snapshot = await snapshot_sandbox(session, name=name or f"files-{marker[:12]}")
@@ -129,7 +129,7 @@ class CheckpointFiles:
             return await self.session(sandbox_id), None
         try:
             session = await self.session(sandbox_id)
-            found = (await session.read_bytes(MARKER_PATH)).decode(errors="replace")
+            found = (await session.files.read_bytes(MARKER_PATH)).decode(errors="replace")
         except (SandboxUnavailableError, OSError) as exc:
             self._sessions.pop(sandbox_id, None)
             found = f"<{type(exc).__name__}>"

@@ -38,7 +38,7 @@ class SandboxPool:
     async with SandboxPool(SandboxSpec(image="python:3.13-slim"), size=2) as pool:
         session = await pool.acquire()      # ready at once when the pool is warm
         async with session:                 # owned by the caller: destroyed on exit
-            await session.run("echo hi")
+            await session.commands.run("echo hi")
     ```
 
     `session_options` are passed to every `AsyncSandboxSession` (working_dir, env, timeouts).

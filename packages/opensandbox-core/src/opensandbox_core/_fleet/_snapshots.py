@@ -375,7 +375,7 @@ async def _wait_usable(
             )
         if state == "running":
             try:
-                await session.run("true", timeout=30)
+                await session.commands.run("true", timeout=30)
                 return
             except (SandboxUnavailableError, ServerError):
                 pass  # its daemon is still starting

@@ -55,7 +55,7 @@ class OperationScope:
     scope = OperationScope(session, close_after_operation=True)
     async with scope.operation():
         await scope.start()
-        await session.run("true")
+        await session.commands.run("true")
     # the session's clients are closed here: no operation is left in flight
     ```
     """

@@ -47,7 +47,7 @@ class Terminal:
     `attach_terminal(id)`.
 
     ```python
-    async with await session.open_terminal() as term:
+    async with session.terminals.open() as term:
         await term.write("read -p 'Name? ' n; echo hello $n\\r")
         await term.expect("Name? ")
         await term.write("Ada\\r")

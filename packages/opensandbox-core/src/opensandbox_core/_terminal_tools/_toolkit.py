@@ -134,7 +134,7 @@ class TerminalTools:
             line = None if command is None else _validate.tool_text(command, "command")
             pattern = _validate.wait_pattern(wait_for)
             limit = _validate.tool_wait(timeout, MAX_WAIT)
-            terminal = await self._session.open_terminal(line, cwd=cwd)
+            terminal = await self._session.terminals.open(line, cwd=cwd)
         except ConfigurationError as exc:
             return _error(exc)
         entry = Entry(terminal.id, OutputText(self._max_output))
@@ -313,7 +313,7 @@ class TerminalTools:
             # A handle its session let go of (`aclose()`, a backend's close) is reached again.
             if held.exit_code is not None or await still_held(held):
                 return entry, held
-        terminal = await self._session.attach_terminal(terminal_id)
+        terminal = await self._session.terminals.attach(terminal_id)
         if entry is None:
             entry = self._entries.setdefault(
                 terminal_id, Entry(terminal_id, OutputText(self._max_output))

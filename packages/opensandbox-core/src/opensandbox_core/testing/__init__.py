@@ -6,7 +6,7 @@ from opensandbox_core.testing import FakeOpenSandbox
 
 fake = FakeOpenSandbox()
 async with AsyncSandboxSession(SandboxSpec(image="img"), connection=fake.connection()) as sb:
-    assert (await sb.run("printf 'hi'")).stdout == "hi"
+    assert (await sb.commands.run("printf 'hi'")).stdout == "hi"
 assert fake.deleted == fake.created
 ```
 

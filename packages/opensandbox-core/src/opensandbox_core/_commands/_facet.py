@@ -1,50 +1,44 @@
-"""`CommandMethods`: the command methods of `AsyncSandboxSession`, and the `DEFAULT` sentinel.
+"""`Commands`: the session's commands facet, `session.commands`.
 
-A mixin of the session (like `SessionInfo`): each method checks its arguments and hands the
-command to the commands facet (`_commands`): `run` (`_commands._run`), `run_bytes`
-(`_commands._encoded`), `run_offloaded` (`_commands._offload`) and background processes
-(`_commands._background`). The session builds the facets; this class only declares them.
+Each method checks its arguments and hands the command to the piece that runs it: `run`
+(`_run.CommandRunner`), `run_bytes` (`_encoded`), `run_offloaded` (`_offload`) and background
+processes (`_background`). The session builds the facet; it holds no state of its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Final
+from typing import TYPE_CHECKING
 
-from . import _validate
-from ._commands._background import BackgroundProcess, start_background
-from ._commands._encoded import run_bytes
-from ._commands._offload import OFFLOAD_MAX_BYTES, OffloadedRun, run_offloaded
-from ._commands._run import Commands, OutputCallback
-from ._files._filesystem import FileSystem
-from ._files._transfers import Transfers
-from ._lifecycle._sandbox import SandboxLifecycle
-from ._types import BytesResult, CommandResult
+from opensandbox_core import _validate
+from opensandbox_core._defaults import DEFAULT, _Default
+from opensandbox_core._types import BytesResult, CommandResult
 
-__all__ = ["DEFAULT", "CommandMethods", "resolve_timeout"]
+from ._background import BackgroundProcess, start_background
+from ._encoded import run_bytes
+from ._offload import OFFLOAD_MAX_BYTES, OffloadedRun, run_offloaded
+from ._run import CommandRunner, Lifecycle, OutputCallback
+
+if TYPE_CHECKING:
+    from opensandbox_core._files._filesystem import FileSystem
+    from opensandbox_core._files._transfers import Transfers
+
+__all__ = ["Commands"]
 
 
-class _Default:
+class Commands:
+    """Commands in the session's sandbox: `session.commands.run(...)` and its kin."""
+
+    def __init__(
+        self, life: Lifecycle, runner: CommandRunner, fs: FileSystem, transfers: Transfers
+    ) -> None:
+        self._life = life
+        self._runner = runner
+        self._fs = fs
+        self._transfers = transfers
+
     def __repr__(self) -> str:
-        return "DEFAULT"
-
-
-DEFAULT: Final = _Default()
-"""Sentinel: use the session's default (e.g. its default command timeout)."""
-
-
-def resolve_timeout(commands: Commands, timeout: float | _Default | None) -> float | None:
-    """`timeout`, or the session's default command timeout when it is `DEFAULT`."""
-    return commands.default_timeout if isinstance(timeout, _Default) else timeout
-
-
-class CommandMethods:
-    """Running commands in the session's sandbox (facets set by `AsyncSandboxSession`)."""
-
-    _life: SandboxLifecycle
-    _commands: Commands
-    _files: FileSystem
-    _transfers: Transfers
+        return f"Commands(sandbox={self._life.sandbox_id!r})"
 
     async def run(
         self,
@@ -78,11 +72,11 @@ class CommandMethods:
         background). Output that breaks the promise may come back with line endings changed.
         """
         _validate.flag(plain_lines, "plain_lines")
-        return await self._commands.run(
+        return await self._runner.run(
             command,
             cwd=cwd,
             env=env,
-            timeout=resolve_timeout(self._commands, timeout),
+            timeout=self._runner.limit(timeout),
             on_output=on_output,
             max_output=max_output,
             plain_lines=plain_lines,
@@ -103,8 +97,8 @@ class CommandMethods:
         stderr comes back as the daemon's events carry it (exact for text lines). A cut at
         `max_output` raises `OutputLimitError`; a timeout `CommandTimeoutError`, as `run`.
         """
-        limit = resolve_timeout(self._commands, timeout)
-        return await run_bytes(self._commands, command, cwd=cwd, env=env, timeout=limit)
+        limit = self._runner.limit(timeout)
+        return await run_bytes(self._runner, command, cwd=cwd, env=env, timeout=limit)
 
     async def run_offloaded(
         self,
@@ -132,8 +126,8 @@ class CommandMethods:
         offload".
         """
         return await run_offloaded(
-            self._commands,
-            self._files,
+            self._runner,
+            self._fs,
             self._transfers,
             command,
             path,
@@ -142,7 +136,7 @@ class CommandMethods:
             preview_bytes=preview_bytes,
             cwd=cwd,
             env=env,
-            timeout=resolve_timeout(self._commands, timeout),
+            timeout=self._runner.limit(timeout),
         )
 
     async def start_background(
@@ -162,7 +156,7 @@ class CommandMethods:
         `nohup cmd &` children die with it. Make the server the main process, or start what
         must outlive it with `BackgroundProcess.keep_running(...)`.
         """
-        request = await self._commands.prepare(command, cwd=cwd, env=env, timeout=timeout)
+        request = await self._runner.prepare(command, cwd=cwd, env=env, timeout=timeout)
         return await start_background(self, request.body(background=True))
 
     def background(self, execution_id: str) -> BackgroundProcess:
