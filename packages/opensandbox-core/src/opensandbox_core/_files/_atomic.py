@@ -8,7 +8,7 @@ On execd v1.0.18, whose file API cannot inspect a path without a command, every 
 that way. On v1.0.19 an unknown path is inspected while it is uploaded: a missing target then
 takes execd's move (two round trips in all), an existing file the rename command. A target that
 turns out to be a symlink is written through it the sequential way (`_write_sequential`), as are
-paths that execd would rewrite ($). Built on
+streams (consumed by their one upload) and paths that execd would rewrite ($). Built on
 `_filesystem.FileSystem` (paths, inspection, helper commands) and the lifecycle's `FileLink`;
 `_transfers.Transfers` writes through it.
 """
@@ -57,7 +57,9 @@ class AtomicWriter:
         target = await self._fs.target(path, create=True)
         if target.endswith("/"):
             raise new_path_error(IsADirectoryError, errno.EISDIR, target)
-        if _fallback.literal(target):
+        # A stream is consumed by its upload: it takes the sequential way, which never uploads
+        # twice (the fast ways may find a symlink after the upload and start again).
+        if _fallback.literal(target) and isinstance(payload, bytes):
             known = self._fs.known_file(target)
             api = await self._fs.file_api(execd)
             if known is not None or not api.lstat_info:
@@ -77,8 +79,8 @@ class AtomicWriter:
         mode: int | None,
         timeout: float | None,
     ) -> None:
-        """Inspect, upload, rename, one after the other: paths that execd would rewrite ($),
-        and writes through a symlink."""
+        """Inspect, upload, rename, one after the other: streams, paths that execd would
+        rewrite ($), and writes through a symlink."""
         self._fs.forget_file(target)
         info = await self._fs.lstat(execd, target)
         if info is not None and kind_of(info.get("type")) == "symlink":
@@ -98,7 +100,7 @@ class AtomicWriter:
         self,
         execd: ExecdClient,
         target: str,
-        payload: bytes | AsyncIterable[bytes],
+        payload: bytes,
         mode: int | None,
         timeout: float | None,
     ) -> bool:
@@ -132,14 +134,13 @@ class AtomicWriter:
         self,
         execd: ExecdClient,
         target: str,
-        payload: bytes | AsyncIterable[bytes],
+        payload: bytes,
         mode: int | None,
         timeout: float | None,
         known: int | None,
     ) -> bool:
-        """Upload and rename by one command (`_rename`), sent together for bytes (the command
-        waits for the upload's marker), one after the other for a stream. False (nothing
-        written) for a symlink, to be written through."""
+        """Upload and rename by one command (`_rename`), sent together: the command waits for
+        the upload's marker. False (nothing written) for a symlink, to be written through."""
         temp = _temp_for(target)
         if mode is not None:
             bits = mode & 0o777
@@ -147,20 +148,13 @@ class AtomicWriter:
             bits = known & 0o777
         else:
             bits = _FILE_MODE_NEW
-        together = isinstance(payload, bytes)
         # The marker goes where execd keeps command output (deleted with the command's files):
         # never into the target's directory, whose listing must not show it.
         scratch = await self._fs.scratch_dir()
-        marker = _fallback.marker_name(scratch or posixpath.dirname(temp)) if together else None
+        marker = _fallback.marker_name(scratch or posixpath.dirname(temp))
         upload = asyncio.ensure_future(
             self._upload_temp(execd, temp, target, payload, bits, None, timeout, marker=marker)
         )
-        if not together:
-            try:
-                await upload
-            except BaseException:
-                await self._abandon(execd, upload, [], cancel=True)  # it removed its file
-                raise
         return await self._rename(execd, temp, target, marker, upload, bits, mode, timeout)
 
     async def _rename(
