@@ -32,6 +32,9 @@ nox.options.sessions = [
     # other session installs (the newest 0.7.x), so `integration` and `tests` test that end.
     # `nox -s deepagents` runs both ends.
     "deepagents(end='lowest')",
+    # Every other session installs the lowest pydantic-ai-slim (pydantic-ai-harness pins it);
+    # this one the highest, so both ends of both framework ranges run in `.ci/run`.
+    "pydantic_ai(end='highest')",
     "deepagents_code",
 ]
 
@@ -100,7 +103,11 @@ def tests(session: nox.Session) -> None:
     _install_all(session)
     ignored = [f"--ignore={path}" for path in SLOW_UNIT]
     env = {"OSB_BUSYBOX": path} if (path := _busybox(session)) else {}
-    session.run("pytest", "tests/unit", *ignored, "--durations=5", *session.posargs, env=env)
+    # Two workers (pytest-xdist): the tier stays within a minute on two cores.
+    workers = ["-n", os.environ.get("OSB_UNIT_WORKERS", "2")]
+    session.run(
+        "pytest", "tests/unit", *ignored, *workers, "--durations=5", *session.posargs, env=env
+    )
 
 
 def _busybox(session: nox.Session) -> str | None:

@@ -90,14 +90,14 @@ async def _core(
             sandbox_id=sid,
             backend=session,
             run=run,
-            write=session.write_bytes,
-            read=session.read_bytes,
-            attach_and_run=lambda: AsyncSandboxSession.attach(sid, connection=connection).run(
-                "true"
-            ),
-            attach_missing=lambda: AsyncSandboxSession.attach(MISSING, connection=connection).run(
-                "true"
-            ),
+            write=session.files.write_bytes,
+            read=session.files.read_bytes,
+            attach_and_run=lambda: AsyncSandboxSession.attach(
+                sid, connection=connection
+            ).commands.run("true"),
+            attach_missing=lambda: AsyncSandboxSession.attach(
+                MISSING, connection=connection
+            ).commands.run("true"),
             unavailable=SandboxUnavailableError,
             died=(SandboxUnavailableError, ServerError),
             extra={"list_dir": lambda: session.files.list_dir(".")},
@@ -292,17 +292,17 @@ def _core_ops(session: AsyncSandboxSession, huge_argv: list[str]) -> HostileOps:
 
     return HostileOps(
         errors=(ConfigurationError, OSError, OpenSandboxError),
-        write=session.write_bytes,
-        read=session.read_bytes,
+        write=session.files.write_bytes,
+        read=session.files.read_bytes,
         refusal_ok=refusal_ok,
         size=size,
         names=names,
-        remove=session.remove,
-        exists=session.exists,
+        remove=session.files.remove,
+        exists=session.files.exists,
         batch=None,
         argument_errors=(ConfigurationError,),
         bad_commands=[[], "", "   ", ["ls", "a\0b"], "echo \0", huge_argv, b"ls", 42],
-        run_command=session.run,
+        run_command=session.commands.run,
         run_timeout=lambda t: _exit(session.commands.run("true", timeout=t)),
         no_limit_timeouts=(),
         run_env=run_env,

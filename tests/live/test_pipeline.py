@@ -37,7 +37,7 @@ def test_pipeline_shares_one_sandbox_between_frameworks(testbed_env: dict[str, s
     assert not asyncio.run(_exists(result.sandbox_id))
 
     async def attach() -> None:
-        await AsyncSandboxSession.attach(result.sandbox_id).run("true")
+        await AsyncSandboxSession.attach(result.sandbox_id).commands.run("true")
 
     with pytest.raises(SandboxUnavailableError):
         asyncio.run(attach())

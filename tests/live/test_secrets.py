@@ -121,7 +121,7 @@ async def test_never_leaks(
         bad = AsyncSandboxSession(
             SandboxSpec(image=sandbox_image), connection=Connection(api_key=wrong_key)
         )
-        await evidence.expect_error(bad.run("true"))
+        await evidence.expect_error(bad.commands.run("true"))
         evidence.add(bad)
     evidence.add(driver.backend, driver.session)
     evidence.check(debug_logs, key, value, wrong_key)

@@ -28,7 +28,7 @@ async def test_pydantic_creates_deepagents_and_core_attach(sandbox_image: str) -
         assert ref is not None
 
         # A process started by the creator is visible to the other sides.
-        ticker = await creator.commands.run(
+        ticker = await creator.run(
             ["sh", "-c", "nohup sh -c 'while true; do sleep 1; done' >/dev/null 2>&1 & echo $!"]
         )
         pid = ticker.stdout.strip()
@@ -38,7 +38,7 @@ async def test_pydantic_creates_deepagents_and_core_attach(sandbox_image: str) -
             try:
                 seen = attached.execute("cat /workspace/from-pydantic.txt").output
                 assert attached.execute(f"kill -0 {pid}").exit_code == 0
-                attached.files.upload_files(
+                attached.upload_files(
                     [("/workspace/from-deepagents.txt", b"written by deep agents\n")]
                 )
                 with pytest.raises(ValueError):

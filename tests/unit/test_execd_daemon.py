@@ -692,7 +692,7 @@ def test_upload_modes_and_quirks(d: Daemon, workdir: Path) -> None:
     assert r.status_code == 500
     assert "not a directory" in r.json()["message"]
     assert first.read_text() == "1"
-    assert not third.files.exists()
+    assert not third.exists()
 
 
 def test_file_info_search_list(d: Daemon, workdir: Path) -> None:

@@ -81,9 +81,9 @@ async def test_same_result_wrapped_streamed_and_on_1_1(
     sessions: dict[str, AsyncSandboxSession], command: str
 ) -> None:
     legacy, modern = sessions["1.0.19"], sessions["1.1"]
-    wrapped = _outcome(await legacy.run(command, timeout=30))
-    streamed = _outcome(await legacy.run(command, timeout=30, on_output=_noop))
-    unwrapped = _outcome(await modern.run(command, timeout=30))
+    wrapped = _outcome(await legacy.commands.run(command, timeout=30))
+    streamed = _outcome(await legacy.commands.run(command, timeout=30, on_output=_noop))
+    unwrapped = _outcome(await modern.commands.run(command, timeout=30))
     assert wrapped == unwrapped, (wrapped, unwrapped)
     assert wrapped == streamed, (wrapped, streamed)
 

@@ -67,7 +67,7 @@ async def _outcome(call: Any) -> Any:
 async def test_the_image_has_no_python3_bash_or_gnu_tools(
     sessions: dict[str, AsyncSandboxSession],
 ) -> None:
-    result = await sessions["busybox"].run(
+    result = await sessions["busybox"].commands.run(
         "for c in python3 python bash; do command -v $c || echo no-$c; done; find --version"
     )
     assert result.stdout.splitlines()[:3] == ["no-python3", "no-python", "no-bash"]

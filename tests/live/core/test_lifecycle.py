@@ -52,7 +52,7 @@ async def test_create_attach_share_and_destroy(sandbox_image: str) -> None:
         await creator.destroy()
     await creator.destroy()  # idempotent and quiet
     with pytest.raises(SandboxUnavailableError) as info:
-        await AsyncSandboxSession.attach(sandbox_id).run("true")
+        await AsyncSandboxSession.attach(sandbox_id).commands.run("true")
     assert sandbox_id in str(info.value)
 
 

@@ -1,4 +1,4 @@
-"""`upload_directory`, live: secrets stay behind by default, the override uploads them, symlinks
+"""`files.upload_dir`, live: secrets stay behind by default, the override uploads them, symlinks
 never lead out of the tree, and modes, empty directories and large files arrive intact."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from opensandbox_core import AsyncSandboxSession, ConfigurationError, SandboxSession
-from opensandbox_core._files._upload import SECRET_PATTERNS, STREAM_ABOVE, upload_directory
+from opensandbox_core._files._upload import SECRET_PATTERNS, STREAM_ABOVE
 
 BIG = bytes(range(256)) * ((STREAM_ABOVE + 4096) // 256)  # streamed, not read whole
 
@@ -67,7 +67,7 @@ async def test_secrets_are_skipped_by_default(session: AsyncSandboxSession, tmp_
     _tree(root)
     remote = "/workspace/upload-default"
 
-    report = await upload_directory(session, root, remote)
+    report = await session.files.upload_dir(root, remote)
 
     expected = {*PLAIN, "readme-link.md"}
     assert await _remote_files(session, remote) == expected
@@ -104,8 +104,8 @@ async def test_include_secrets_and_exclude(session: AsyncSandboxSession, tmp_pat
     _tree(root)
     remote = "relative-upload"  # resolved against the working directory
 
-    report = await upload_directory(
-        session, root, remote, include_secrets=True, exclude=["data/", "*.md"], concurrency=3
+    report = await session.files.upload_dir(
+        root, remote, include_secrets=True, exclude=["data/", "*.md"], concurrency=3
     )
 
     arrived = await _remote_files(session, f"/workspace/{remote}")
@@ -130,9 +130,9 @@ async def test_include_secrets_and_exclude(session: AsyncSandboxSession, tmp_pat
 
 async def test_bad_arguments_are_refused(session: AsyncSandboxSession, tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="existing directory"):
-        await upload_directory(session, tmp_path / "nope", "/workspace/x")
+        await session.files.upload_dir(tmp_path / "nope", "/workspace/x")
     with pytest.raises(ConfigurationError, match="list of patterns"):
-        await upload_directory(session, tmp_path, "/workspace/x", exclude="*.log")
+        await session.files.upload_dir(tmp_path, "/workspace/x", exclude="*.log")
     assert ".env" in SECRET_PATTERNS and ".ssh/" in SECRET_PATTERNS
 
 

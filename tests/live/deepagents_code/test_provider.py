@@ -191,7 +191,7 @@ def test_snapshot_name_starts_a_sandbox_from_that_snapshot(sandbox_image: str) -
 
     async def make_snapshot() -> str:
         async with AsyncSandboxSession(SandboxSpec(image=sandbox_image)) as source:
-            await source.write_bytes("/workspace/base.txt", b"from the snapshot\n")
+            await source.files.write_bytes("/workspace/base.txt", b"from the snapshot\n")
             return (await snapshot_sandbox(source, name=name)).id
 
     snapshot_id = asyncio.run(make_snapshot())

@@ -55,7 +55,7 @@ async def test_a_snapshot_restores_the_files_of_its_moment(
     async with httpx.AsyncClient(headers=headers, timeout=120) as http:
         try:
             made.append(await source.start())
-            await source.write_bytes("/workspace/state.txt", b"checkpoint 1\n")
+            await source.files.write_bytes("/workspace/state.txt", b"checkpoint 1\n")
             answer = await http.post(f"{api}/sandboxes/{source.id}/snapshots", json={})
             assert answer.status_code == 202, answer.text
             snapshot_id = answer.json()["id"]
@@ -67,7 +67,7 @@ async def test_a_snapshot_restores_the_files_of_its_moment(
             ) == "Creating":
                 assert time.monotonic() < deadline, "the snapshot never became ready"
             assert state == "Ready"
-            await source.write_bytes("/workspace/state.txt", b"changed later\n")
+            await source.files.write_bytes("/workspace/state.txt", b"changed later\n")
 
             service = AdapterFactory(config).create_sandbox_service()
             created = await service.create_sandbox(
@@ -114,20 +114,20 @@ async def test_the_snapshot_api_restores_files_and_gives_the_copy_a_new_owner(
     restored: AsyncSandboxSession | None = None
     snapshot = None
     try:
-        await source.write_bytes("/workspace/state.txt", b"checkpoint 1\n")
+        await source.files.write_bytes("/workspace/state.txt", b"checkpoint 1\n")
         started = time.monotonic()
         snapshot = await snapshot_sandbox(source, name="api-test")
         took_snapshot = time.monotonic() - started
         assert snapshot.ready and snapshot.sandbox_id == source.id
         assert [s.id for s in await list_snapshots(sandbox_id=source.id)] == [snapshot.id]
-        await source.write_bytes("/workspace/state.txt", b"changed later\n")
+        await source.files.write_bytes("/workspace/state.txt", b"changed later\n")
 
         started = time.monotonic()
         restored = await restore_snapshot(snapshot.id, metadata=tag, lifetime=600)
         took_restore = time.monotonic() - started
         assert restored.id != source.id and restored.owned
         assert await restored.files.read_bytes("/workspace/state.txt") == b"checkpoint 1\n"
-        assert await source.read_bytes("/workspace/state.txt") == b"changed later\n"
+        assert await source.files.read_bytes("/workspace/state.txt") == b"changed later\n"
 
         # The copy carries its restorer's tag, not the source's (which the image would give it).
         [mine] = await list_sandboxes(metadata={OWNER_KEY: restored.owner_token})

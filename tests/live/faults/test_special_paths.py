@@ -93,26 +93,26 @@ def specials(driver: Driver) -> Specials:
     if driver.package == "core":
 
         async def core_iter(path: str) -> list[bytes]:
-            return [c async for c in backend.iter_bytes(path, chunk_size=64)]
+            return [c async for c in backend.files.iter_bytes(path, chunk_size=64)]
 
         async def core_stat(path: str) -> tuple[bool, int]:
-            info = await backend.stat(path)
+            info = await backend.files.stat(path)
             return info.is_dir, info.size
 
         async def core_names(path: str) -> list[str]:
-            return [e.name for e in await backend.list_dir(path)]
+            return [e.name for e in await backend.files.list_dir(path)]
 
         return Specials(
-            read=backend.read_bytes,
+            read=backend.files.read_bytes,
             refused=oserror,
-            read_range=backend.read_range,
-            read_limited=lambda p, n: backend.read_bytes(p, max_size=n),
+            read_range=backend.files.read_range,
+            read_limited=lambda p, n: backend.files.read_bytes(p, max_size=n),
             iter_bytes=core_iter,
             stat=core_stat,
-            exists=backend.exists,
+            exists=backend.files.exists,
             names=core_names,
-            write=backend.write_bytes,
-            remove=backend.remove,
+            write=backend.files.write_bytes,
+            remove=backend.files.remove,
         )
     if driver.package == "pydantic_ai":
 

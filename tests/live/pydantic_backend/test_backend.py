@@ -93,11 +93,11 @@ async def test_env_and_sandbox_timeout_apply_to_an_attached_sandbox(
     make_backend: Callable[..., OpenSandboxBackend],
 ) -> None:
     created = make_backend(env={"FROM_BACKEND": "one"})
-    assert (await created.commands.run(["sh", "-c", 'printf %s "$FROM_BACKEND"'])).stdout == "one"
+    assert (await created.run(["sh", "-c", 'printf %s "$FROM_BACKEND"'])).stdout == "one"
     assert created.ref is not None
     attached = OpenSandboxBackend(ref=created.ref, env={"FROM_BACKEND": "two"}, sandbox_timeout=600)
     assert attached.ref is created.ref or attached.ref == created.ref
-    assert (await attached.commands.run(["sh", "-c", 'printf %s "$FROM_BACKEND"'])).stdout == "two"
+    assert (await attached.run(["sh", "-c", 'printf %s "$FROM_BACKEND"'])).stdout == "two"
     assert "two" not in repr(attached)
     await attached.aclose()
     await created.aclose()

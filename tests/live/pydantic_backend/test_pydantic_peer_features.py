@@ -62,7 +62,7 @@ async def test_create_options_pause_resume_and_upload(
             await capability.resume(backend.ref)
             fresh = capability.backend(backend.ref)
             try:
-                assert (await fresh.commands.run(["echo", "back"])).stdout == "back\n"
+                assert (await fresh.run(["echo", "back"])).stdout == "back\n"
             finally:
                 await fresh.aclose()
             await backend.resume()  # this backend saw the pause: its own resume (quiet) clears it
