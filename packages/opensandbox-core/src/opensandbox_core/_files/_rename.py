@@ -56,9 +56,11 @@ fi
 if [ -n "$m" ] && [ ! -e "$m" ]; then
   if [ -n "${{BASH_VERSION-}}" ] && [ -c /dev/ptmx ] && [ -w /dev/ptmx ]; then
     exec 3<>/dev/ptmx
+    w=0.0005
     while [ ! -e "$m" ]; do
       [ "$SECONDS" -ge "$7" ] && exit {TIMED_OUT}
-      read -t 0.0005 -u 3 _; [ $? -gt 128 ] || sleep 0.002
+      read -t $w -u 3 _; [ $? -gt 128 ] || sleep 0.002
+      case $w in 0.0005) w=0.001 ;; 0.001) w=0.002 ;; 0.002) w=0.004 ;; esac
     done
     exec 3<&-
   else
