@@ -132,4 +132,7 @@ async def test_no_marker_or_temporary_file_is_left(counted: Counted) -> None:
 
 async def test_a_command(counted: Counted) -> None:
     """For comparison: a command without output is one request (and its files' deletion)."""
-    assert await counted.requests(counted.session.commands.run("true")) == {"command": 1, "remove": 1}
+    assert await counted.requests(counted.session.commands.run("true")) == {
+        "command": 1,
+        "remove": 1,
+    }
