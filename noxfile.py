@@ -85,6 +85,7 @@ def typecheck(session: nox.Session) -> None:
 REPLAY_UNIT = (
     "tests/unit/test_execd_replay.py",
     "tests/unit/test_execd_daemon.py",
+    "tests/unit/test_execd_code.py",
     "tests/unit/test_execd_pty.py",
     "tests/unit/core/test_wire_replay.py",
 )
@@ -134,6 +135,14 @@ def _busybox(session: nox.Session) -> str | None:
 def replay(session: nox.Session) -> None:
     """The real execd's recordings replayed to the testbed daemon (root) and the core's client."""
     _install_all(session)
+    # the code interpreter cases need a Jupyter server: a venv of PyPI wheels, cached in
+    # .testbed/cache (made here, so that its time shows apart from the tests')
+    session.run(
+        "python",
+        "-c",
+        "from testbed import _jupyter; print('Jupyter venv:', _jupyter.host_venv())",
+        env={"PYTHONPATH": str(ROOT / "tests")},
+    )
     session.run("pytest", *REPLAY_UNIT, "--durations=10", *session.posargs)
 
 

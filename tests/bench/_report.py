@@ -192,6 +192,20 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             + ", ".join(f"{n} {_cell(s)} ms" for n, s in term["stats"].items()),
         )
     _wire_targets(results.get("wire"), add)
+    code = results.get("code_run")
+    if code and "ratio_to_raw" in code:
+        value = code["ratio_to_raw"]
+        chart = code.get("chart_ratio_to_raw")
+        add(
+            "`1 + 1` through session.code.run vs raw /code",
+            "<= 1.5x",
+            _x(value),
+            value is not None and not math.isnan(value) and value <= 1.5,
+            "same context, the raw stream read to its end; "
+            + ", ".join(f"{n} {_cell(s)} ms" for n, s in code["one_plus_one"].items())
+            + f"; a chart's PNG (core plt.show vs raw last expression) {_x(chart)}: "
+            + ", ".join(f"{n} {_cell(s)} ms" for n, s in code["chart_png"].items()),
+        )
     gen = results.get("generations", {}).get("cases", {}).get("true")
     if gen:
         legacy = gen["ratio_to_1.1"].get("1.0.19")

@@ -29,8 +29,15 @@ def test_pipeline_shares_one_sandbox_between_frameworks(testbed_env: dict[str, s
     assert "total units:" in result.summary
     assert [s.name for s in result.steps][1:3] == [
         "Deep Agents: write + run data script",
-        "Pydantic AI: attach by id, check, summarise",
+        "Pydantic AI: attach, check, run code, summarise",
     ]
+    # The Pydantic AI step ran a cell in a kernel of the shared sandbox, and its chart reached
+    # the model as an image (the scripted model checked it too, before writing the summary).
+    assert result.model_image.startswith(b"\x89PNG\r\n\x1a\n")
+    kernel_line = (
+        f"the kernel's chart reached the model as an image: PNG, {len(result.model_image):,} bytes"
+    )
+    assert kernel_line in result.steps[2].details
     assert any("wrote 12 rows" in d and "matplotlib" in d for d in result.steps[1].details)
     # Destroyed once, by its creator: attaching now fails, nothing is left.
     assert result.destroyed
@@ -42,4 +49,5 @@ def test_pipeline_shares_one_sandbox_between_frameworks(testbed_env: dict[str, s
     with pytest.raises(SandboxUnavailableError):
         asyncio.run(attach())
     assert any(line.startswith("[3/4]") for line in lines)
+    assert "      " + kernel_line in lines
     assert WORKDIR.startswith("/workspace")

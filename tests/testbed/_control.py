@@ -10,7 +10,7 @@ import shlex
 import time
 from typing import Any
 
-from testbed import _busybox, _docker, _execd_python, _images, _server
+from testbed import _busybox, _docker, _execd_python, _images, _jupyter, _server
 from testbed._paths import ENV_FILE, SERVER_CONFIG, STATE_DIR, STATE_FILE
 from testbed._proc import TestbedError, run, say
 
@@ -90,6 +90,7 @@ def start(profile: str | None = None) -> int:
     execd_image = _images.ensure_execd_image()
     execd_python = _execd_python.ensure_execd_python()
     busybox_image = _busybox.ensure_busybox_image()
+    code_image = _jupyter.ensure_code_image()
 
     port = _server.pick_port()
     api_key = secrets.token_urlsafe(32)
@@ -122,6 +123,7 @@ def start(profile: str | None = None) -> int:
             "OSB_TESTBED_EXECD_IMAGE": execd_image,
             _execd_python.ENV: str(execd_python),
             "OSB_TESTBED_BUSYBOX_IMAGE": busybox_image,
+            "OSB_TESTBED_CODE_IMAGE": code_image,
             "OSB_TESTBED_INSTANCE": state["instance"],
             "OSB_TESTBED_SERVER_PID": str(pid),
             _server.PROFILE_ENV: wanted,

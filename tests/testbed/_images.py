@@ -29,8 +29,9 @@ SANDBOX_TAG = "opensandbox-agents/testbed-sandbox:bookworm"
 EXECD_REPO = "opensandbox-agents/testbed-execd"
 EXECD_TAG = f"{EXECD_REPO}:local"
 # Upstream tags that the target frameworks use as defaults; given to our sandbox image when
-# no image of that tag is present (never when it is somebody else's image).
-UPSTREAM_ALIASES = ("opensandbox/code-interpreter:v1.1.0", "python:3.13-slim")
+# no image of that tag is present (never when it is somebody else's image). The code-interpreter
+# tag (opensandbox/code-interpreter:v1.1.0) goes to the code-interpreter image (_jupyter.py).
+UPSTREAM_ALIASES = ("python:3.13-slim",)
 LABEL = "io.opensandbox-agents.testbed"
 HASH_LABEL = f"{LABEL}.hash"
 KIND_LABEL = f"{LABEL}.kind"
@@ -157,7 +158,7 @@ def is_current(tag: str, want: str) -> bool:
     return labels is not None and labels.get(HASH_LABEL) == want
 
 
-def _rootfs_tarball() -> Path:
+def rootfs_tarball() -> Path:
     """The cached rootfs tarball, built with debootstrap when missing."""
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     key = rootfs_hash()
@@ -227,6 +228,30 @@ def _layer(base: str, tag: str, files: dict[str, tuple[bytes, int]], changes: li
         run(["docker", "rm", "-f", cid], check=False, timeout=60)
 
 
+def layer_with_tar(
+    base: str, tag: str, tar: Path, files: dict[str, tuple[bytes, int]], changes: list[str]
+) -> None:
+    """As :func:`_layer`, with the tarball `tar` unpacked at `/` first."""
+    cid = run(["docker", "create", "--network=none", base], timeout=60).stdout.strip()
+    try:
+        for stream in (tar.read_bytes(), tar_of(files)):
+            proc = subprocess.run(
+                ["docker", "cp", "-", f"{cid}:/"],
+                input=stream,
+                capture_output=True,
+                timeout=600,
+                check=False,
+            )
+            if proc.returncode != 0:
+                raise TestbedError(f"docker cp into {base} failed: {proc.stderr.decode()[-500:]}")
+        args = ["docker", "commit"]
+        for change in changes:
+            args += ["--change", change]
+        run([*args, cid, tag], timeout=600)
+    finally:
+        run(["docker", "rm", "-f", cid], check=False, timeout=60)
+
+
 def label_changes(kind: str, value: str) -> list[str]:
     return [f'LABEL {LABEL}="1" {KIND_LABEL}="{kind}" {HASH_LABEL}="{value}"']
 
@@ -247,7 +272,7 @@ def ensure_sandbox_image() -> str:
         if labels is not None and labels.get(LABEL) != "1":
             raise TestbedError(f"{SANDBOX_TAG} exists and was not built by the testbed")
         old = image_id(SANDBOX_TAG)
-        tarball = _rootfs_tarball()
+        tarball = rootfs_tarball()
         base = f"{SANDBOX_TAG}-rootfs"
         with step(f"docker import {tarball.name} -> {SANDBOX_TAG}..."):
             changes = [
@@ -278,16 +303,22 @@ def ensure_sandbox_image() -> str:
 
 
 def _alias_upstream_tags() -> None:
-    ours = image_id(SANDBOX_TAG)
-    for alias in UPSTREAM_ALIASES:
-        labels = image_labels(alias)
-        if labels is not None and labels.get(LABEL) != "1":
-            say(f"{alias} exists and is not ours: left as it is")
-            continue
-        if image_id(alias) == ours:
-            continue
-        run(["docker", "tag", SANDBOX_TAG, alias], timeout=60)
-        say(f"tagged {SANDBOX_TAG} as {alias}")
+    for name in UPSTREAM_ALIASES:
+        alias(SANDBOX_TAG, name)
+
+
+def alias(ours: str, name: str) -> bool:
+    """Tag our image `ours` as `name` too, unless `name` is an image that is not ours; whether
+    `name` is ours now."""
+    labels = image_labels(name)
+    if labels is not None and labels.get(LABEL) != "1":
+        say(f"{name} exists and is not ours: left as it is")
+        return False
+    if image_id(name) == image_id(ours):
+        return True
+    run(["docker", "tag", ours, name], timeout=60)
+    say(f"tagged {ours} as {name}")
+    return True
 
 
 def _try_upstream_execd(tag: str) -> bool:

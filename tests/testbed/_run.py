@@ -13,7 +13,7 @@ import os
 import secrets
 import subprocess
 
-from testbed import _busybox, _docker, _execd_python, _images, _server
+from testbed import _busybox, _docker, _execd_python, _images, _jupyter, _server
 from testbed._extra import extra_server
 from testbed._paths import HOST_VOLUMES, read_env_file
 from testbed._proc import TestbedError, say
@@ -29,6 +29,7 @@ def run(command: list[str], profile: str | None) -> int:
     execd_image = _images.ensure_execd_image(pinned=True)
     execd_python = _execd_python.ensure_execd_python()
     busybox_image = _busybox.ensure_busybox_image()
+    code_image = _jupyter.ensure_code_image()
     api_key = secrets.token_urlsafe(32)
     # A port block of its own, so that several runs at once do not publish the same ports.
     low = 42000 + 500 * secrets.randbelow(16)
@@ -51,6 +52,7 @@ def run(command: list[str], profile: str | None) -> int:
             OSB_TESTBED_EXECD_IMAGE=execd_image,
             OSB_TESTBED_EXECD_PYTHON=str(execd_python),
             OSB_TESTBED_BUSYBOX_IMAGE=busybox_image,
+            OSB_TESTBED_CODE_IMAGE=code_image,
             OSB_TESTBED_INSTANCE=server.instance,
             OSB_TESTBED_SERVER_PID=str(server.pid),
             **{_server.PROFILE_ENV: wanted},

@@ -2,9 +2,11 @@
 
 Runs against the server in OPEN_SANDBOX_DOMAIN / OPEN_SANDBOX_API_KEY (the nox session starts the
 local testbed and exports its settings). No API key is needed: the models are scripted unless
-ANTHROPIC_API_KEY is set, in which case both steps use a real Anthropic model. The chart is
-drawn inside the sandbox with matplotlib (the testbed's sandbox image has Debian's
-python3-matplotlib) and saved as `sales-chart.png` in the current directory.
+ANTHROPIC_API_KEY is set, in which case both steps use a real Anthropic model. The sandbox runs
+the code-interpreter image (the testbed's: its sandbox image, which has Debian's
+python3-matplotlib, plus a Jupyter server). The chart is drawn inside the sandbox with matplotlib
+and saved as `sales-chart.png` in the current directory; the Pydantic AI step also runs code in a
+Jupyter kernel of the sandbox, whose chart goes to the model as an image.
 """
 
 from __future__ import annotations
@@ -41,6 +43,13 @@ def main() -> int:
         "'Units sold per month' drawn with matplotlib inside the sandbox (months on the x axis, "
         "units on the y axis, each bar labelled with its value, the monthly mean as a dashed line)"
     )
+    if result.model_image:
+        width, height = struct.unpack(">II", result.model_image[16:24])
+        print(
+            f"the Pydantic AI step ran code in a Jupyter kernel of the shared sandbox; its chart "
+            f"'Units sold so far this year' reached the model as an image ({width}x{height} PNG, "
+            f"{len(result.model_image)} bytes)"
+        )
     print(f"sandbox {result.sandbox_id} destroyed: {result.destroyed}")
     return 0
 

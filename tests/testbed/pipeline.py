@@ -1,6 +1,7 @@
 """One sandbox, two frameworks: a Deep Agents step creates the sandbox and produces data, a Pydantic
-AI step attaches by id, checks it and writes a summary; the creator downloads the chart and
-destroys the sandbox.
+AI step attaches by id, checks it, runs code in a Jupyter kernel of the sandbox (its chart goes to
+the model as an image) and writes a summary; the creator downloads the chart and destroys the
+sandbox. The sandbox runs the code-interpreter image (a Jupyter server beside the usual tools).
 
 The models are scripted by default (no API key, no network): they emit the same tool calls a real
 model would, and the Pydantic AI one computes its summary from what its tools returned. With
@@ -28,6 +29,27 @@ REAL_MODEL_PYDANTIC = "anthropic:claude-sonnet-4-6"
 
 # The size of the chart the data script draws, in pixels (matplotlib: 8 x 4.5 inches at 100 dpi).
 CHART_WIDTH, CHART_HEIGHT = 800, 450
+
+# The code-interpreter image's entrypoint, which starts its Jupyter server: the core gives it to
+# `opensandbox/code-interpreter` images by default; the testbed's own tag needs it named.
+CODE_ENTRYPOINT = ["/opt/code-interpreter/code-interpreter.sh"]
+
+# The cell the Pydantic AI step runs in a kernel of the sandbox (`run_code`): the units sold so
+# far, month by month, drawn with pandas and matplotlib (the image's Jupyter environment); the
+# figure goes back to the model as a PNG, and the cell's value is the year's total.
+KERNEL_CELL = f"""\
+import matplotlib.pyplot as plt
+import pandas as pd
+
+sales = pd.read_csv("{WORKDIR}/sales.csv")
+sales["so far"] = sales["units"].cumsum()
+ax = sales.plot(x="month", y="so far", marker="o", legend=False, figsize=(6, 3.5))
+ax.set_title("Units sold so far this year")
+ax.set_ylabel("units")
+plt.tight_layout()
+plt.show()
+int(sales["units"].sum())
+"""
 
 # The data script the Deep Agents step writes and runs inside the sandbox: a CSV of monthly
 # units and a bar chart of them drawn with matplotlib (in the testbed's sandbox image: Debian's
@@ -87,6 +109,8 @@ class PipelineResult:
     chart_sha256_in_sandbox: str
     summary: str
     destroyed: bool
+    model_image: bytes = b""
+    """The PNG of the kernel's chart as the Pydantic AI model got it (`BinaryContent`)."""
 
 
 # -- scripted models --------------------------------------------------------------------------------
@@ -130,8 +154,10 @@ def _summarise(csv_text: str) -> str:
 
 
 def _pydantic_model() -> Any:
-    """A FunctionModel that reads the CSV through Coder's shell tool, checks the chart, and
-    writes a summary computed from what the tools returned."""
+    """A FunctionModel that reads the CSV through Coder's shell tool, checks the chart, runs a
+    cell in a kernel of the sandbox (`run_code`) and looks at the chart it shows, and writes a
+    summary computed from what the tools returned."""
+    from pydantic_ai import BinaryContent
     from pydantic_ai.messages import (
         ModelMessage,
         ModelRequest,
@@ -141,7 +167,7 @@ def _pydantic_model() -> Any:
     )
     from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
-    state: dict[str, Any] = {"step": 0, "returns": []}
+    state: dict[str, Any] = {"step": 0, "returns": [], "images": []}
     check_png = (
         "python3 -c \"import struct; d = open('chart.png', 'rb').read(); "
         "print('png', d[:8] == b'\\x89PNG\\r\\n\\x1a\\n', *struct.unpack('>II', d[16:24]))\""
@@ -153,6 +179,10 @@ def _pydantic_model() -> Any:
             for part in last.parts:
                 if part.part_kind == "tool-return":
                     state["returns"].append(str(part.content))
+                content = getattr(part, "content", None)
+                for item in content if isinstance(content, list) else ():
+                    if isinstance(item, BinaryContent) and item.is_image:
+                        state["images"].append(item)
         step = state["step"]
         state["step"] += 1
         if step == 0:
@@ -160,10 +190,18 @@ def _pydantic_model() -> Any:
         if step == 1:
             return ("shell", {"command": f"cd {WORKDIR} && {check_png}"})
         if step == 2:
+            return ("run_code", {"code": KERNEL_CELL})
+        if step == 3:
             found = re.search(r"month,units\r?\n(?:[A-Za-z]+,\d+\r?\n?)+", state["returns"][0])
             if not found or f"png True {CHART_WIDTH} {CHART_HEIGHT}" not in state["returns"][1]:
                 return "The data did not check out: " + json.dumps(state["returns"])[:500]
             state["summary"] = _summarise(found.group(0))
+            total = re.search(r"total units: (\d+)", state["summary"])
+            seen = [i for i in state["images"] if i.data.startswith(b"\x89PNG\r\n\x1a\n")]
+            if total is None or not state["returns"][2].endswith(f"[result]\n{total.group(1)}"):
+                return "The kernel's total did not check out: " + state["returns"][2][:500]
+            if not seen:
+                return "The kernel's chart did not reach me as an image."
             return ("write_file", {"path": f"{WORKDIR}/summary.md", "content": state["summary"]})
         return state.get("summary", "no summary")
 
@@ -194,6 +232,20 @@ def _pydantic_model() -> Any:
 # -- the pipeline -----------------------------------------------------------------------------------
 
 
+def _image_sent(messages: Sequence[Any]) -> bytes:
+    """The first PNG the Pydantic AI run sent its model (a `run_code` chart), or b""."""
+    from pydantic_ai import BinaryContent
+    from pydantic_ai.messages import ModelRequest
+
+    for message in messages:
+        for part in message.parts if isinstance(message, ModelRequest) else ():
+            content = getattr(part, "content", None)
+            for item in content if isinstance(content, list) else ():
+                if isinstance(item, BinaryContent) and item.data.startswith(b"\x89PNG"):
+                    return item.data
+    return b""
+
+
 def _use_real_model(real_model: bool | None) -> bool:
     if real_model is None:
         return bool(os.environ.get("ANTHROPIC_API_KEY"))
@@ -216,12 +268,19 @@ def run_pipeline(
     from pydantic_ai_harness.coder import Coder
 
     from deepagents_opensandbox_backend import OpenSandboxBackend
-    from pydantic_ai_opensandbox import OpenSandbox
+    from pydantic_ai_opensandbox import OpenSandbox, OpenSandboxCodeInterpreter
 
     real = _use_real_model(real_model)
     steps: list[StepReport] = []
     started = time.monotonic()
-    kwargs: dict[str, Any] = {} if image is None else {"image": image}
+    # The caller's image, else the testbed's code-interpreter image by its own tag (the
+    # `opensandbox/code-interpreter:v1.1.0` alias, the backend's default, is a tag other
+    # testbeds on the host may move), with the entrypoint that starts its Jupyter server.
+    from testbed._jupyter import CODE_TAG
+
+    kwargs: dict[str, Any] = {"image": CODE_TAG, "entrypoint": CODE_ENTRYPOINT}
+    if image is not None:
+        kwargs = {"image": image}
     backend = OpenSandboxBackend.create(**kwargs)
     destroyed = False
     try:
@@ -257,27 +316,42 @@ def run_pipeline(
         for line in tool_outputs[-1:]:
             say("      " + line.strip().replace("\n", "\n      ")[:400])
 
-        # Step 3: a Pydantic AI agent attaches by id, checks the outputs, writes a summary.
+        # Step 3: a Pydantic AI agent attaches by id, checks the outputs, runs a cell in a kernel
+        # of the sandbox (its chart goes to the model as an image), writes a summary.
         t = time.monotonic()
         ref = WorkspaceRef(provider="opensandbox", id=backend.id)
-        pyd_agent: Agent[None, str] = Agent(capabilities=[OpenSandbox(), Coder(repo_context=False)])
+        pyd_agent: Agent[None, str] = Agent(
+            capabilities=[OpenSandbox(), Coder(repo_context=False), OpenSandboxCodeInterpreter()]
+        )
         model: Any = REAL_MODEL_PYDANTIC if real else _pydantic_model()
         prompt = (
             f"In {WORKDIR} there is sales.csv and chart.png. Check that the CSV has 12 months and "
-            f"that chart.png is a valid {CHART_WIDTH}x{CHART_HEIGHT} PNG, then write summary.md there with the total, "
-            "the best and the weakest month, and reply with the summary."
+            f"that chart.png is a valid {CHART_WIDTH}x{CHART_HEIGHT} PNG. Then, with run_code, "
+            "plot the units sold so far this year, month by month, from the CSV with pandas "
+            "(show it with plt.show()) and end the cell with the year's total. Write summary.md "
+            f"in {WORKDIR} with the total, the best and the weakest month, and reply with the "
+            "summary."
         )
         pyd_result = asyncio.run(pyd_agent.run(prompt, model=model, workspace=ref))
         summary = str(pyd_result.output)
+        model_image = _image_sent(pyd_result.all_messages())
+        kernel_line = (
+            f"the kernel's chart reached the model as an image: PNG, {len(model_image):,} bytes"
+            if model_image
+            else "no chart from the kernel reached the model"
+        )
         steps.append(
             StepReport(
-                "Pydantic AI: attach by id, check, summarise", time.monotonic() - t, [summary]
+                "Pydantic AI: attach, check, run code, summarise",
+                time.monotonic() - t,
+                [summary, kernel_line],
             )
         )
         say(
-            f"[3/4] pydantic-ai agent attached to {ref.id}, checked the data and wrote summary.md "
-            f"in {steps[-1].seconds:.2f} s"
+            f"[3/4] pydantic-ai agent attached to {ref.id}, checked the data, ran code in a "
+            f"kernel of the sandbox and wrote summary.md in {steps[-1].seconds:.2f} s"
         )
+        say("      " + kernel_line)
         for line in summary.strip().splitlines():
             say("      " + line)
 
@@ -304,7 +378,7 @@ def run_pipeline(
             f"[4/4] downloaded chart.png ({len(chart)} bytes, sha256 matches) and destroyed the "
             f"sandbox in {steps[-1].seconds:.2f} s"
         )
-        return PipelineResult(sandbox_id, steps, chart, digest, summary, destroyed)
+        return PipelineResult(sandbox_id, steps, chart, digest, summary, destroyed, model_image)
     finally:
         if not destroyed:
             backend.kill()

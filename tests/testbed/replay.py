@@ -45,6 +45,7 @@ import fnmatch
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -53,6 +54,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -216,6 +218,8 @@ class Live:
     error: str = ""
     frames: list[replay_ws.Frame] | None = None
     """A WebSocket exchange answered 101: every frame both ways, as the recordings list them."""
+    gave_up: bool = False
+    """The replay stopped waiting after the recording's `client_gave_up_s` (as the recorder)."""
 
 
 class _Reader:
@@ -309,16 +313,31 @@ def _exchange(
     close_after_chunks: int,
     on_chunk: Any,
     upgrade: Any = None,
+    give_up_s: float = 0.0,
+    count_chunk: Any = None,
 ) -> Live:
     live = Live()
     sock = socket.create_connection(("127.0.0.1", port), timeout=SEND_TIMEOUT_S)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    timer: threading.Timer | None = None
+    if give_up_s:
+        # as the recorder: stop waiting after that long and close the connection
+
+        def give_up() -> None:
+            live.gave_up = True
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+        timer = threading.Timer(give_up_s, give_up)
+        timer.daemon = True
     try:
         head = f"{method} {target} HTTP/1.1\r\n".encode("latin-1")
         for name, value in headers:
             head += f"{name}: {value}\r\n".encode("latin-1")
         t0 = time.monotonic()
         sock.sendall(head + b"\r\n" + body)
+        if timer is not None:
+            timer.start()
         rd = _Reader(sock, t0)
         try:
             status_line = rd.line().decode("latin-1")
@@ -347,6 +366,7 @@ def _exchange(
             elif lower.get("transfer-encoding", "").lower() == "chunked":
                 live.transfer = "chunked"
                 live.chunks = []
+                counted = 0
                 while True:
                     size = int(rd.line().split(b";")[0], 16)
                     if size == 0:
@@ -358,7 +378,9 @@ def _exchange(
                     rd.exact(2)
                     live.chunks.append((rd.arrived(), data))
                     on_chunk(data)
-                    if close_after_chunks and len(live.chunks) >= close_after_chunks:
+                    if count_chunk is None or count_chunk(data):
+                        counted += 1
+                    if close_after_chunks and counted >= close_after_chunks:
                         live.closed_by_client = True
                         break
                 live.body = b"".join(c for _, c in live.chunks)
@@ -378,6 +400,8 @@ def _exchange(
         live.elapsed_ms = rd.ms()
         return live
     finally:
+        if timer is not None:
+            timer.cancel()
         sock.close()
 
 
@@ -387,11 +411,21 @@ def _exchange(
 
 class _Daemon:
     def __init__(
-        self, recording: dict[str, Any], profile: str, log_path: Path, daemon: Path
+        self,
+        recording: dict[str, Any],
+        profile: str,
+        log_path: Path,
+        daemon: Path,
+        ctx: dict[str, Any] | None = None,
+        jupyter: _JupyterSetup | None = None,
     ) -> None:
+        """The daemon in the daemon context `ctx` (default: the recording's `daemon`). With
+        `jupyter`, a Jupyter server started as the code interpreter run's (`code_run.jupyter`)
+        beside it, in the same private `/tmp` and in a PID namespace of their own (the cases
+        count kernel processes with `ps`)."""
         if shutil.which("unshare") is None:
             raise ReplayUnavailable("`unshare` (util-linux) is not installed; install util-linux.")
-        ctx = recording["daemon"]
+        ctx = ctx or recording["daemon"]
         hidden = Path(str(ctx["tmpdir"]))
         # The private /tmp hides the host's: a checkout or a venv under /tmp (a CI clone) would
         # vanish from under the daemon. So it runs from a copy outside /tmp, on the base
@@ -422,16 +456,36 @@ class _Daemon:
         env = {str(k): str(v) for k, v in ctx["env"].items()}
         env["OSB_EXECD_PROFILE"] = profile
         env["OSB_EXECD_PTY_EXIT_LOSS"] = PTY_EXIT_LOSS
+        self.jupyter_port = 0
+        unshare = ["unshare", "-m", "--propagation", "private"]
+        jupyter_start = ""
+        if jupyter is not None:
+            # a port of its own (the versions replay at the same time), named in JUPYTER_HOST
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                self.jupyter_port = int(s.getsockname()[1])
+            env["JUPYTER_HOST"] = f"http://127.0.0.1:{self.jupyter_port}"
+            env.update(CODE_KNOBS)
+            jupyter_start = jupyter.script(self.root, ctx, self.jupyter_port)
+            unshare += ["-p", "--fork", "--mount-proc"]
         env_args = [f"{k}={v}" for k, v in env.items()]
-        script = (
-            'mount --bind "$1" "$2" || exit 97; cd "$3" || exit 98; umask 022; shift 3; '
-            'exec env -i "$@"'
-        )
+        if jupyter_start:
+            # sh stays as the namespace's first process: it passes SIGTERM on to both
+            script = (
+                f'{jupyter_start} mount --rbind "$1" "$2" || exit 97; '
+                "(%s) & jpid=$!; "
+                % jupyter.start_command(ctx, self.jupyter_port)
+                + 'cd "$3" || exit 98; umask 022; shift 3; env -i "$@" & dpid=$!; '
+                "trap 'kill -TERM $dpid $jpid 2>/dev/null' TERM INT; "
+                "wait $dpid; kill -TERM $jpid 2>/dev/null; wait $jpid"
+            )
+        else:
+            script = (
+                'mount --bind "$1" "$2" || exit 97; cd "$3" || exit 98; umask 022; shift 3; '
+                'exec env -i "$@"'
+            )
         argv = [
-            "unshare",
-            "-m",
-            "--propagation",
-            "private",
+            *unshare,
             "sh",
             "-c",
             script,
@@ -496,6 +550,69 @@ class _Daemon:
         shutil.rmtree(self.copy_dir, ignore_errors=True)
 
 
+CODE_KNOBS = {"OSB_EXECD_CODE_LATE_OUTPUT": "kept"}
+"""The daemon's /code knobs in the replay (every other one at the real daemon's behaviour).
+Whether the real daemon lost kernel output that came after the run's reply varies from run to
+run (README); the replay keeps that output, so that each run compares the same thing, and the
+comparison accepts a recording that lost it (:func:`_compare_code_stream`). Where
+`execution_complete` falls is a race in the real daemon and in this one alike."""
+JUPYTER_WAIT_S = 120.0
+
+
+@dataclass
+class _JupyterSetup:
+    """The code interpreter run's Jupyter server (`code_run.jupyter`), from a host venv."""
+
+    venv: Path
+    run: dict[str, Any]
+
+    def _inside(self, ctx: dict[str, Any]) -> tuple[Path, Path]:
+        """Where the venv was mounted (`/tmp/execd-rec/jupyter`) and the server's directory."""
+        return Path(str(self.run["argv"][0])).parents[1], Path(str(self.run["cwd"]))
+
+    def script(self, root: Path, ctx: dict[str, Any], port: int) -> str:
+        """Shell run before `/tmp` is replaced: the venv bound at its recorded place inside the
+        private `/tmp` (tracebacks name files there), the server's directory made."""
+        venv_at, workspace = self._inside(ctx)
+        tmp = Path(str(ctx["tmpdir"]))
+        (root / workspace.relative_to(tmp)).mkdir(parents=True, exist_ok=True)
+        mount_point = root / venv_at.relative_to(tmp)
+        mount_point.mkdir(parents=True, exist_ok=True)
+        return f"mount --bind {shlex.quote(str(self.venv))} {shlex.quote(str(mount_point))} || exit 96;"
+
+    def start_command(self, ctx: dict[str, Any], port: int) -> str:
+        """The server as recorded (argv, directory, environment), on `port`; matplotlib's font
+        cache is built first, as it was before the recorded server started."""
+        _venv_at, workspace = self._inside(ctx)
+        env = " ".join(shlex.quote(f"{k}={v}") for k, v in self.run["env"].items())
+        argv = [
+            f"--port={port}" if str(a).startswith("--port=") else str(a) for a in self.run["argv"]
+        ]
+        python = shlex.quote(argv[0])
+        return (
+            f"cd {shlex.quote(str(workspace))} || exit 95; "
+            f"env -i {env} {python} -c 'import matplotlib.pyplot' >/dev/null 2>&1; "
+            f"exec env -i {env} {' '.join(shlex.quote(a) for a in argv)}"
+        )
+
+    def wait(self, port: int, token: str, proc: subprocess.Popen[bytes]) -> float:
+        """Waits until the server answers its REST API; ms it took."""
+        t0 = time.monotonic()
+        url = f"http://127.0.0.1:{port}/api/kernelspecs"
+        while time.monotonic() - t0 < JUPYTER_WAIT_S:
+            if proc.poll() is not None:
+                raise ReplayUnavailable("the daemon and its Jupyter server exited early")
+            try:
+                req = urllib.request.Request(url, headers={"Authorization": f"token {token}"})
+                with urllib.request.urlopen(req, timeout=2) as resp:  # noqa: S310 - http to 127.0.0.1
+                    if resp.status == 200:
+                        return (time.monotonic() - t0) * 1000.0
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise ReplayUnavailable(f"the Jupyter server did not answer within {JUPYTER_WAIT_S:.0f} s")
+
+
 def _outside(hidden: Path) -> str:
     """A writable directory for the daemon's copy that the private `hidden` dir does not cover."""
     for candidate in ("/var/tmp", "/dev/shm", str(Path.home()), "/run"):
@@ -514,11 +631,16 @@ def _outside(hidden: Path) -> str:
 
 
 def _ids_in(data: bytes) -> list[str]:
-    """Command/session ids a response hands out: `init` texts and `session_id` values."""
+    """Command/session ids a response hands out: `init` texts, `session_id` values and the
+    code interpreter's context ids (`"id"` of a UUID)."""
     out: list[str] = []
     for m in re.finditer(rb'"type":"init","text":"([^"]+)"', data):
         out.append(m.group(1).decode())
     for m in re.finditer(rb'"session_id":"([^"]+)"', data):
+        out.append(m.group(1).decode())
+    for m in re.finditer(
+        rb'"id":"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"', data
+    ):
         out.append(m.group(1).decode())
     return out
 
@@ -554,11 +676,20 @@ def _plan(case: dict[str, Any]) -> list[_Sched]:
     return plan
 
 
-def _close_after(resp: dict[str, Any]) -> int:
-    """How many chunks the recorder read before it hung up on purpose (0: it did not)."""
+def _is_ping_or_complete(data: bytes) -> bool:
+    head = data[:40]
+    return b'"type":"ping"' in head or b'"type":"execution_complete"' in head
+
+
+def _close_after(resp: dict[str, Any], code: bool = False) -> int:
+    """How many chunks the recorder read before it hung up on purpose (0: it did not); of a
+    code run: how many other than pings and `execution_complete` (whose place is a race)."""
     if not resp.get("closed_by_client"):
         return 0
-    return max(1, len(_recorded_chunks(resp)))
+    chunks = _recorded_chunks(resp)
+    if code:
+        return max(1, sum(1 for _ms, data in chunks if not _is_ping_or_complete(data)))
+    return max(1, len(chunks))
 
 
 def _run_case(daemon: _Daemon, case: dict[str, Any]) -> list[Live]:
@@ -578,6 +709,18 @@ def _run_case(daemon: _Daemon, case: dict[str, Any]) -> list[Live]:
     }
     ws_live: dict[int, replay_ws.WsClient] = {}
     ws_up = [threading.Event() for _ in range(n)]
+    code = str(case["name"]).startswith("code_")
+    # code runs: (content events so far, when the last came) of each recorded stream, and live
+    stream_marks: dict[int, list[tuple[int, float]]] = {}
+    for i, ex in enumerate(exchanges):
+        marks: list[tuple[int, float]] = []
+        for ms, data in _recorded_chunks(ex["response"]):
+            if not _is_ping_or_complete(data):
+                marks.append((len(marks) + 1, ms))
+        if marks:
+            stream_marks[i] = marks
+    live_progress: list[tuple[int, float]] = [(0, 0.0)] * n
+    progress_cond = threading.Condition()
     t_case = time.monotonic()
 
     def not_before(t_ms: float, me: int) -> float:
@@ -599,7 +742,41 @@ def _run_case(daemon: _Daemon, case: dict[str, Any]) -> list[Live]:
                     continue
                 reached = ws_live[j].wait_progress(target)
                 start = max(start, reached + (t_ms - at_j - last) / 1000.0)
+            elif code and j in stream_marks:
+                # a code run still streaming: wait until it has sent what the recorder had read
+                # of it by then (a kernel is slower here or there; an interrupt must find the
+                # code running, a busy run the context taken)
+                marks = stream_marks[j]
+                if not marks:
+                    continue
+                want, last = marks[-1]
+                for k, (_n, ms) in enumerate(marks):
+                    if at_j + ms > t_ms:
+                        if k == 0:
+                            want = 0
+                        else:
+                            want, last = marks[k - 1]
+                        break
+                if want == 0:
+                    continue
+                with progress_cond:
+                    deadline = time.monotonic() + SEND_TIMEOUT_S
+                    while live_progress[j][0] < want and not done[j].is_set():
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            break
+                        progress_cond.wait(min(left, 0.1))
+                    reached = live_progress[j][1] or time.monotonic()
+                start = max(start, reached + (t_ms - at_j - last) / 1000.0)
         return start
+
+    def _note_progress(index: int, data: bytes) -> None:
+        if not code or _is_ping_or_complete(data):
+            return
+        with progress_cond:
+            count, _t = live_progress[index]
+            live_progress[index] = (count + 1, time.monotonic())
+            progress_cond.notify_all()
 
     def pause_until(start: float) -> None:
         pause = start - time.monotonic()
@@ -662,7 +839,8 @@ def _run_case(daemon: _Daemon, case: dict[str, Any]) -> list[Live]:
         )
 
         def on_chunk(data: bytes) -> None:
-            if b'"init"' not in data[:16] and b'"session_id"' not in data:
+            _note_progress(s.index, data)
+            if b'"init"' not in data[:16] and b'"session_id"' not in data and b'"id":"' not in data:
                 return
             got = _ids_in(data)
             if not got:
@@ -685,9 +863,11 @@ def _run_case(daemon: _Daemon, case: dict[str, Any]) -> list[Live]:
                 target,
                 headers,
                 body,
-                close_after_chunks=_close_after(ex["response"]),
+                close_after_chunks=_close_after(ex["response"], code),
+                count_chunk=(lambda data: not _is_ping_or_complete(data)) if code else None,
                 on_chunk=on_chunk,
                 upgrade=websocket(s.index) if s.index in ws_frames else None,
+                give_up_s=float(ex["response"].get("client_gave_up_s") or 0),
             )
         except OSError as exc:
             live = Live(error=f"request failed: {exc}")
@@ -757,7 +937,7 @@ def _norm_raw(data: bytes) -> str:
     text = re.sub(r"execd_bash_\d+", "execd_bash_N", text)
     text = re.sub(r"kill: \(\d+\)", "kill: (PID)", text)
     parts = _split_array(text)
-    if parts is not None and any("<ID>" in p for p in parts):
+    if parts is not None and any("<ID>" in p or "<SID>" in p for p in parts):
         # /tmp listings follow the random ids: order the entries once the ids are replaced
         text = "[" + ",".join(sorted(parts)) + "]"
     return text
@@ -906,6 +1086,10 @@ def _ctype(headers: list[tuple[str, str]]) -> str:
 
 def compare_exchange(case: str, i: int, ex: dict[str, Any], live: Live) -> list[Difference]:
     resp = ex["response"]
+    if case.startswith("code_") and (
+        resp.get("client_gave_up_s") or _code_run_id(_recorded_chunks(resp))
+    ):
+        return _compare_code_exchange(case, i, ex, live)
     diffs: list[Difference] = []
 
     def d(what: str, rec: object, got: object, late: bool = False) -> None:
@@ -951,13 +1135,21 @@ def compare_exchange(case: str, i: int, ex: dict[str, Any], live: Live) -> list[
         for what, rec, got in replay_ws.compare_frames(rec_frames, live.frames or []):
             d(what, rec, got)
     elif "text/event-stream" in ctype and resp["transfer"] == "chunked":
-        diffs += _compare_stream(case, i, _recorded_chunks(resp), live, float(ex["elapsed_ms"]))
+        found = _compare_stream(case, i, _recorded_chunks(resp), live, float(ex["elapsed_ms"]))
+        if case.startswith("code_"):
+            # a command beside the kernels (`ps`, `find`): when its output comes depends on
+            # the kernels' load; its output and the hold after it do not
+            found = [f for f in found if not f.what.startswith("timing event")]
+        diffs += found
     else:
         rb, gb = _norm_raw(rec_body), _norm_raw(live.body)
         if rb != gb:
             d("body", _clip(rb), _clip(gb))
         rec_ms = float(ex["elapsed_ms"])
-        if _off(rec_ms, live.elapsed_ms):
+        jupyter_bound = case.startswith("code_") and rec_ms > JUPYTER_BOUND_MS
+        if jupyter_bound and live.elapsed_ms >= JUPYTER_EARLY_REL * rec_ms - EARLY_ABS_MS:
+            pass  # the Jupyter server's own time (kernels start and stop): it varies widely
+        elif _off(rec_ms, live.elapsed_ms):
             d(
                 "timing elapsed",
                 f"{rec_ms:.0f} ms",
@@ -967,6 +1159,195 @@ def compare_exchange(case: str, i: int, ex: dict[str, Any], live: Live) -> list[
     if bool(resp.get("error")) != bool(live.error):
         d("body error", resp.get("error") or "none", live.error or "none")
     return diffs
+
+
+# -- the code interpreter's runs (`code_*` cases) -------------------------------------------------
+
+_UUID = re.compile(
+    rb'"type":"init","text":"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"'
+)
+_KERNEL_OUTPUT = {"stdout", "stderr", "status", "error", "execution_count", "result"}
+JUPYTER_BOUND_MS = 10.0
+JUPYTER_EARLY_REL = 0.2
+"""A code interpreter answer that took the real daemon longer than JUPYTER_BOUND_MS waited for
+the Jupyter server (a context made or deleted: 20 ms to 5 s, and deleting bash contexts took
+1.3 to 5.2 s in the recorded runs, README): any time from a fifth of the recorded one on is no
+difference (an answer that does not wait for Jupyter is). Quicker answers (404s, lists,
+refusals) are timed as every other answer."""
+CODE_HOLD_SLACK_MS = 500.0
+"""How much longer than recorded a code stream may stay open after its last event (the kernel's
+reply is polled every 100 ms; a loaded host adds some). A 1 s hold, as /command's, is caught."""
+
+
+_DRAWS_LATE = {"code_rich_matplotlib"}
+
+
+def _code_run_id(chunks: list[tuple[float, bytes]]) -> bool:
+    """Whether a recorded stream is a run in a kernel (its init names a context, a UUID), not a
+    shell command (a command id: framed as /command, compared as one)."""
+    return bool(chunks) and bool(_UUID.search(chunks[0][1][:120]))
+
+
+def _norm_code(data: bytes) -> str:
+    """A code run's event with the README's varying parts replaced: besides ids and times, Python
+    object addresses and the kernel's process id in its cell file names."""
+    text = _norm_raw(data)
+    text = re.sub(r"0x[0-9a-f]{6,16}", "0x?", text)
+    return re.sub(r"ipykernel_\d+", "ipykernel_N", text)
+
+
+def _code_events(chunks: list[tuple[float, bytes]]) -> list[tuple[float, str, str]]:
+    """(ms, type, normalised text) of each chunk; the bare object of a refused run is `busy`."""
+    out: list[tuple[float, str, str]] = []
+    for ms, data in chunks:
+        ev = _event_of(data)
+        if ev is None:
+            out.append((ms, "?", data.decode("utf-8", "replace")))
+        elif not ev[0] and b'"code":"RUNTIME_ERROR"' in data and not data.endswith(b"\n\n"):
+            out.append((ms, "busy", _norm_code(data)))
+        else:
+            out.append((ms, ev[0], _norm_code(data)))
+    return out
+
+
+_BASH_AFTER_INTERRUPT = re.compile(r"(exit\\n|Restarting Bash\\n|after-interrupt\\n)+")
+
+
+def _bash_restart_ok(note: str, rec: list[str], got: list[str]) -> bool:
+    """code_bash, the run after an interrupt: bash_kernel may restart bash and write its `exit`
+    and `Restarting Bash` into that run, instead of (or before) the run's own output (README:
+    "bash_kernel's exit and Restarting Bash after the interrupt into the next run")."""
+    if "a run afterwards" not in note:
+        return False
+
+    def fits(events: list[str]) -> bool:
+        texts = [
+            m.group(1) if (m := _TEXT.search(e)) and '"type":"stdout"' in e else "" for e in events
+        ]
+        joined = "".join(texts)
+        return (
+            all(texts)
+            and bool(_BASH_AFTER_INTERRUPT.fullmatch(joined))
+            and ("after-interrupt" in joined or "Restarting Bash" in joined)
+        )
+
+    return fits(rec) and fits(got)
+
+
+def _compare_code_exchange(case: str, i: int, ex: dict[str, Any], live: Live) -> list[Difference]:
+    """A code run, or a request execd never answered, against the recording (README, "Fields
+    that vary"): `execution_complete` anywhere after init (the real daemon's race), kernel
+    output the recording lost at the end of a run present here, the output written into a run
+    that hangs after a kernel death ignored; everything else as recorded."""
+    resp = ex["response"]
+    diffs: list[Difference] = []
+
+    def d(what: str, rec: object, got: object) -> None:
+        diffs.append(Difference(case, i, what, str(rec), str(got)))
+
+    gave_up = float(resp.get("client_gave_up_s") or 0)
+    if gave_up and not live.gave_up:
+        d("gave up", f"no end within {gave_up:.0f} s", f"ended after {live.elapsed_ms:.0f} ms")
+    if "status" not in resp:  # never answered
+        if live.status:
+            d("status", "no answer", live.status)
+        return diffs
+    if live.status != resp["status"]:
+        d("status", resp["status"], live.status)
+        return diffs
+    rec_h = [str(k) for k, _v in resp["headers"]]
+    got_h = [k for k, _v in live.headers if k.lower() != "date"]
+    if rec_h != got_h:
+        d("header names", rec_h, got_h)
+    rec = _code_events(_recorded_chunks(resp))
+    got = _code_events(live.chunks or [])
+    if any(t == "?" for _ms, t, _x in got):
+        d("chunks", "one event each", "a chunk that is not one event")
+    # init first, the same
+    if rec and rec[0][1] == "init" and (not got or got[0][2] != rec[0][2]):
+        d("init", rec[0][2], got[0][2] if got else "-")
+    busy = any(t == "busy" for _ms, t, _x in rec)
+    if busy:
+        # refused: init, maybe a ping (a race), the bare error object, nothing else
+        want = [(t, x) for _ms, t, x in rec if t != "ping"]
+        have = [(t, x) for _ms, t, x in got if t != "ping"]
+        if want != have:
+            d("busy answer", _short(want), _short(have))
+        return diffs
+    if len(rec) > 1 and rec[1][1] == "ping" and not (len(got) > 1 and got[1][1] == "ping"):
+        d("ping after init", "event 1 is ping", "no ping there")
+    # pings every 3 s: as many as the live stream's own length asks for
+    pings = sum(1 for _ms, t, _x in got if t == "ping")
+    span = live.elapsed_ms if live.gave_up or not got else got[-1][0]
+    if got and abs(pings - (1 + int(span // 3000))) > 1:
+        d("ping count", f"1 + one per 3 s of {span:.0f} ms", pings)
+    completes = [k for k, (_ms, t, _x) in enumerate(got) if t == "execution_complete"]
+    rec_completes = sum(1 for _ms, t, _x in rec if t == "execution_complete")
+    # (a client that left, or a run that hangs after its kernel died: whether an idle came
+    # first, Jupyter's nudge, is a race there)
+    if len(completes) != rec_completes and not live.closed_by_client and not gave_up:
+        d("execution_complete", f"{rec_completes} event(s)", f"{len(completes)}")
+    rec_out = _merge_streams([(t, x) for _ms, t, x in rec if t in _KERNEL_OUTPUT])
+    got_out = _merge_streams([(t, x) for _ms, t, x in got if t in _KERNEL_OUTPUT])
+    if gave_up:
+        # a run that hangs (kernel death): what the dying and the restarted kernel write into
+        # it varies (README); no result or error may come
+        rec_out = [x for x in rec_out if '"type":"std' not in x]
+        got_out = [x for x in got_out if '"type":"std' not in x]
+    lost_tail = got_out[len(rec_out) :]
+    if got_out[: len(rec_out)] == rec_out and _lost_late(lost_tail):
+        pass  # the recording lost output that came after the reply (README): here it is kept
+    elif not (case == "code_bash" and _bash_restart_ok(str(ex.get("note", "")), rec_out, got_out)):
+        shown = 0
+        for k in range(max(len(rec_out), len(got_out))):
+            r = rec_out[k] if k < len(rec_out) else "-"
+            g = got_out[k] if k < len(got_out) else "-"
+            if r != g and shown < 5:
+                d(f"event {k}", _clip(r), _clip(g))
+                shown += 1
+    # no 1 s hold: the stream ends soon after its last event. Not where matplotlib's inline
+    # backend draws the cell's figures after the reply (the display the daemon drops; with late
+    # output kept the stream waits for the run's idle, after that drawing)
+    if not gave_up and live.chunks and not live.closed_by_client and case not in _DRAWS_LATE:
+        rec_chunks = _recorded_chunks(resp)
+        hold_r = float(ex["elapsed_ms"]) - rec_chunks[-1][0] if rec_chunks else 0.0
+        hold_g = live.elapsed_ms - live.chunks[-1][0]
+        if hold_g > 2 * max(hold_r, 0.0) + CODE_HOLD_SLACK_MS:
+            d("timing hold", f"{hold_r:.0f} ms", f"{hold_g:.0f} ms")
+    return diffs
+
+
+_TEXT = re.compile(r'"text":"((?:[^"\\]|\\.)*)"')
+
+
+def _merge_streams(events: list[tuple[str, str]]) -> list[str]:
+    """Consecutive stdout (or stderr) events as one: how the kernel cuts its output into stream
+    messages follows its flush timer (a `print` may come as its text and then its newline on a
+    loaded host); the text (as escaped on the wire), its order and its stream do not vary."""
+    out: list[str] = []
+    last = ""
+    for kind, text in events:
+        if kind in ("stdout", "stderr") and kind == last:
+            m = _TEXT.search(text)
+            prev = _TEXT.search(out[-1])
+            if m and prev:
+                joined = prev.group(1) + m.group(1)
+                out[-1] = out[-1][: prev.start(1)] + joined + out[-1][prev.end(1) :]
+                continue
+        out.append(text)
+        last = kind
+    return out
+
+
+def _lost_late(tail: list[str]) -> bool:
+    """Whether `tail` is output a run's recording may lack: what came after the reply (stream
+    text, and at most one result or one error), never more (README: "Output lost")."""
+    if not tail:
+        return True
+    kinds = [re.match(r'\{"type":"([a-z_]+)"', x) for x in tail]
+    names = [m.group(1) if m else "?" for m in kinds]
+    rest = [n for n in names if n not in ("stdout", "stderr")]
+    return rest in ([], ["execution_count", "result"], ["status", "error"])
 
 
 def _clip(text: str, n: int = 400) -> str:
@@ -1038,19 +1419,72 @@ def _replay_cases(
     daemon: Path,
     info: dict[str, Any],
 ) -> list[CaseResult]:
-    proc = _Daemon(recording, VERSIONS[version], log_path, daemon)
     results: list[CaseResult] = []
-    try:
-        proc.wait_listening()
-        info.setdefault("listening_after_ms", proc.listening_ms)
-        for case in cases:
-            lives = _run_case(proc, case)
-            results.append(
-                CaseResult(case["name"], len(case["exchanges"]), compare_case(case, lives), lives)
-            )
-    finally:
-        proc.stop()
+    for ctx, with_jupyter, group in _groups(recording, cases):
+        if not group:
+            continue
+        jupyter: _JupyterSetup | None = None
+        if with_jupyter:
+            try:
+                jupyter = _JupyterSetup(_host_venv(), recording["code_run"]["jupyter"])
+            except Exception as exc:  # no venv: each code case says why, the others still run
+                why = f"no Jupyter server for the code cases: {exc}"
+                results += [
+                    CaseResult(
+                        c["name"],
+                        len(c["exchanges"]),
+                        [Difference(c["name"], 0, "setup", "ran", why)],
+                        [],
+                    )
+                    for c in group
+                ]
+                continue
+        proc = _Daemon(recording, VERSIONS[version], log_path, daemon, ctx, jupyter)
+        try:
+            proc.wait_listening()
+            info.setdefault("listening_after_ms", proc.listening_ms)
+            if jupyter is not None:
+                token = str(recording["code_run"]["jupyter"]["token"])
+                info["jupyter_after_ms"] = jupyter.wait(proc.jupyter_port, token, proc.proc)
+            for case in group:
+                lives = _run_case(proc, case)
+                results.append(
+                    CaseResult(
+                        case["name"], len(case["exchanges"]), compare_case(case, lives), lives
+                    )
+                )
+        finally:
+            proc.stop()
     return results
+
+
+def _groups(
+    recording: dict[str, Any], cases: list[dict[str, Any]]
+) -> list[tuple[dict[str, Any], bool, list[dict[str, Any]]]]:
+    """Which daemon replays which cases, in recorded order: the cases before the code
+    interpreter run in the recording's daemon context; the `code_*` cases, recorded in a run of
+    their own, in `code_run`'s with its Jupyter server beside it; a case with a daemon of its own
+    (`code_no_jupyter`: no Jupyter) in that one."""
+    out: list[tuple[dict[str, Any], bool, list[dict[str, Any]]]] = []
+    for case in cases:
+        name = str(case["name"])
+        if not name.startswith("code_"):
+            key: tuple[dict[str, Any], bool] = (recording["daemon"], False)
+        elif "daemon" in case:
+            key = ({**recording["code_run"]["daemon"], **case["daemon"]}, False)
+        else:
+            key = (recording["code_run"]["daemon"], True)
+        if out and out[-1][0] is key[0] and out[-1][1] == key[1] and "daemon" not in case:
+            out[-1][2].append(case)
+        else:
+            out.append((key[0], key[1], [case]))
+    return out
+
+
+def _host_venv() -> Path:
+    from testbed import _jupyter  # only the code cases need it
+
+    return _jupyter.host_venv()
 
 
 def replay_version(

@@ -38,8 +38,10 @@ def _replay_or_reason(version: str) -> Replayed | replay.ReplayUnavailable:
 def replayed() -> Iterator[Callable[[str], Replayed]]:
     """The replay of each version, run once per session, all versions at the same time.
 
-    Each version runs in a process of its own (its own daemon, private /tmp and port), so the
-    two replays do not share a GIL; together they take about as long as one (~115 s).
+    Each version runs in a process of its own (its own daemons, private /tmp and ports), so the
+    two replays do not share a GIL; together they take about as long as one: ~115 s for the
+    cases before the code interpreter, then the `code_*` cases with their Jupyter server (the
+    recorded runs last ~110 s; 3-5 min in all on the loaded 2-core machine).
     """
     futures: dict[str, Future[Replayed | replay.ReplayUnavailable]] = {}
     pool = ProcessPoolExecutor(
@@ -97,19 +99,20 @@ def _as_live(exchange: dict[str, Any]) -> replay.Live:
     """What a daemon answering exactly like the recording would give the replay."""
     resp = exchange["response"]
     body = replay._response_body(resp)
-    chunks = replay._recorded_chunks(resp) if resp["transfer"] == "chunked" else None
+    chunks = replay._recorded_chunks(resp) if resp.get("transfer") == "chunked" else None
     return replay.Live(
-        status=resp["status"],
-        reason=resp["reason"],
-        http_version=resp["http_version"],
-        headers=[("Date", "Tue, 01 Dec 2026 08:00:00 GMT"), *map(tuple, resp["headers"])],
-        transfer=resp["transfer"],
+        status=int(resp.get("status") or 0),
+        reason=str(resp.get("reason", "")),
+        http_version=str(resp.get("http_version", "")),
+        headers=[("Date", "Tue, 01 Dec 2026 08:00:00 GMT"), *map(tuple, resp.get("headers", []))],
+        transfer=str(resp.get("transfer", "")),
         body=body,
         chunks=chunks,
         elapsed_ms=float(exchange["elapsed_ms"]),
         closed_by_client=bool(resp.get("closed_by_client")),
         error=str(resp.get("error") or ""),
         frames=replay_ws.recorded_frames(exchange) if "frames" in exchange else None,
+        gave_up=bool(resp.get("client_gave_up_s")),
     )
 
 
@@ -358,10 +361,17 @@ def test_recordings_are_complete_copies() -> None:
     a, b = replay.load("v1.0.19"), replay.load("v1.0.18")
     assert a["format"] == b["format"] == 1
     assert [c["name"] for c in a["cases"]] == [c["name"] for c in b["cases"]]
-    assert len(a["cases"]) == 66
-    for rec, total in ((a, 505), (b, 503)):  # recorded 2026-12-03, the pty_* cases included
+    assert len(a["cases"]) == 88
+    assert sum(str(c["name"]).startswith("code_") for c in a["cases"]) == 22
+    # recorded 2026-12-03, the pty_* cases included; the code_* cases 2026-12-06 (code_run)
+    for rec, total in ((a, 732), (b, 730)):
         assert rec["recorded"] == "2026-12-03"
+        assert rec["code_run"]["recorded"] == "2026-12-06"
         assert sum(len(c["exchanges"]) for c in rec["cases"]) == total
+        code = [
+            ex for c in rec["cases"] if str(c["name"]).startswith("code_") for ex in c["exchanges"]
+        ]
+        assert len(code) == 227
         websocket = [ex for c in rec["cases"] for ex in c["exchanges"] if ex.get("kind")]
         assert {ex["kind"] for ex in websocket} == {"websocket"}
         assert all("frames" in ex for ex in websocket if ex["response"]["status"] == 101)
@@ -452,3 +462,137 @@ def test_timing_differences_say_whether_the_daemon_was_late() -> None:
     assert [(d.what, d.late) for d in replay.compare_case(case, lives)] == [
         ("timing elapsed", True)
     ]
+
+
+# ----------------------------------------------------------------- the code interpreter (code_*)
+
+
+def _code_lives(name: str, version: str = "v1.0.19") -> tuple[dict[str, Any], list[replay.Live]]:
+    case = next(c for c in replay.load(version)["cases"] if c["name"] == name)
+    return case, [_as_live(ex) for ex in case["exchanges"]]
+
+
+def _run_index(case: dict[str, Any], note: str) -> int:
+    return next(k for k, ex in enumerate(case["exchanges"]) if ex.get("note") == note)
+
+
+def test_code_execution_complete_may_come_anywhere_after_init_but_once() -> None:
+    case, lives = _code_lives("code_run_basic")
+    k = _run_index(case, "print and a last expression")
+    live = lives[k]
+    assert live.chunks is not None
+    complete = next(c for c in live.chunks if b"execution_complete" in c[1])
+    others = [c for c in live.chunks if c is not complete]
+    _with_chunks(live, [*others, complete])  # last instead of before the output: the race
+    assert _whats(case, lives) == []
+    _with_chunks(live, [*others, complete, complete])
+    assert _whats(case, lives) == [(k, "execution_complete")]
+    _with_chunks(live, others)
+    assert _whats(case, lives) == [(k, "execution_complete")]
+
+
+def test_code_output_is_compared_exactly_after_merging_stream_cuts() -> None:
+    case, lives = _code_lives("code_run_basic")
+    k = _run_index(case, "non-ASCII, U+2028, NEL, <&>")
+    live = lives[k]
+    assert live.chunks is not None
+    out = next(c for c in live.chunks if b'"stdout"' in c[1])
+    at = live.chunks.index(out)
+    text, stamp = out[1].split(b'\\n",', 1)
+    # the same text in two stream messages (its newline later): no difference
+    cut = [(out[0], text + b'",' + stamp), (out[0] + 1, b'{"type":"stdout","text":"\\n",' + stamp)]
+    _with_chunks(live, [*live.chunks[:at], *cut, *live.chunks[at + 1 :]])
+    assert _whats(case, lives) == []
+    # U+2028 sent raw instead of escaped, or on stderr: a difference
+    raw = out[1].replace(b"\\u2028", "\u2028".encode())
+    _with_chunks(live, [*live.chunks[:at], (out[0], raw), *live.chunks[at + 2 :]])
+    assert _whats(case, lives) == [(k, "event 0")]
+    case, lives = _code_lives("code_run_basic")
+    live = lives[k]
+    assert live.chunks is not None
+    live.chunks[at] = (out[0], out[1].replace(b'"stdout"', b'"stderr"'))
+    assert _whats(case, lives) == [(k, "event 0")]
+
+
+def test_code_output_the_recording_lost_may_be_here_but_not_the_other_way() -> None:
+    case, lives = _code_lives("code_stream_large")
+    k = _run_index(case, "20,000 short lines")
+    live = lives[k]
+    assert live.chunks is not None and not any(b'"stdout"' in c for _ms, c in live.chunks)
+    line = b'{"type":"stdout","text":"0\\n1\\n","timestamp":1}\n\n'
+    _with_chunks(live, [*live.chunks, (30.0, line)])  # the late print, kept here
+    assert _whats(case, lives) == []
+    # more than late output (a second result) is a difference
+    result = b'{"type":"result","timestamp":1,"results":{"text":"2"}}\n\n'
+    count = b'{"type":"execution_count","execution_count":9,"timestamp":1}\n\n'
+    _with_chunks(live, [*live.chunks, (31.0, count), (31.0, result), (32.0, count), (32.0, result)])
+    assert _whats(case, lives) != []
+    # the recording has output the live run lacks: a difference
+    case, lives = _code_lives("code_run_basic")
+    k = _run_index(case, "print")
+    live = lives[k]
+    assert live.chunks is not None
+    _with_chunks(live, [c for c in live.chunks if b'"stdout"' not in c[1]])
+    assert _whats(case, lives) == [(k, "event 0")]
+
+
+def test_code_busy_answer_and_the_hold_are_exact() -> None:
+    case, lives = _code_lives("code_busy")
+    k = _run_index(case, "second run in A while the first runs")
+    live = lives[k]
+    assert live.chunks is not None
+    assert [c for _ms, c in live.chunks][-1].endswith(b"}")  # bare, no blank line
+    no_ping = [c for c in live.chunks if b'"ping"' not in c[1]]
+    _with_chunks(live, no_ping)  # a refused run may lack its ping (a race)
+    assert _whats(case, lives) == []
+    framed = [*no_ping[:-1], (no_ping[-1][0], no_ping[-1][1] + b"\n\n")]
+    _with_chunks(live, framed)  # an `error`-less object framed as an event is not the bug
+    assert _whats(case, lives) == [(k, "busy answer")]
+    case, lives = _code_lives("code_run_basic")
+    k = _run_index(case, "print")
+    lives[k].elapsed_ms += 1000.0  # a 1 s hold after the last event, as /command's
+    assert _whats(case, lives) == [(k, "timing hold")]
+
+
+def test_code_requests_never_answered_must_not_be_answered() -> None:
+    case, lives = _code_lives("code_context_bad_language")
+    assert lives[0].gave_up and lives[0].status == 0
+    lives[0].status, lives[0].gave_up = 500, False
+    assert _whats(case, lives) == [(0, "gave up"), (0, "status")]
+    # a hung run (kernel death) that ends is a difference; its output is not compared
+    case, lives = _code_lives("code_kernel_death")
+    k = _run_index(case, "the kernel exits")
+    assert lives[k].gave_up
+    assert lives[k].chunks is not None
+    _with_chunks(
+        lives[k],
+        [*lives[k].chunks, (60.0, b'{"type":"stderr","text":"warning","timestamp":1}\n\n')],
+    )
+    assert _whats(case, lives) == []
+    lives[k].gave_up = False
+    assert (k, "gave up") in _whats(case, lives)
+
+
+def test_code_bash_restart_after_an_interrupt_is_one_of_two_outcomes() -> None:
+    case18, lives18 = _code_lives("code_bash", "v1.0.18")
+    case19, lives19 = _code_lives("code_bash", "v1.0.19")
+    k = _run_index(case19, "a run afterwards")
+    assert _whats(case19, [*lives19[:k], lives18[k], *lives19[k + 1 :]]) == []
+    assert _whats(case18, [*lives18[:k], lives19[k], *lives18[k + 1 :]]) == []
+    live = lives19[k]
+    assert live.chunks is not None
+    other = b'{"type":"stdout","text":"something else\\n","timestamp":1}\n\n'
+    _with_chunks(live, [*live.chunks, (90.0, other)])
+    assert _whats(case19, lives19) != []
+
+
+def test_code_cases_get_the_code_runs_daemon_and_jupyter_and_no_jupyter_its_own() -> None:
+    rec = replay.load("v1.0.19")
+    groups = replay._groups(rec, rec["cases"])
+    assert [(len(g), jup) for _ctx, jup, g in groups] == [(66, False), (1, False), (21, True)]
+    plain, alone, code = groups
+    assert plain[0] is rec["daemon"] and "JUPYTER_HOST" not in plain[0]["env"]
+    assert [c["name"] for c in alone[2]] == ["code_no_jupyter"]
+    assert "JUPYTER_HOST" not in alone[0]["env"] and alone[0]["args"][1] == "44773"
+    assert code[0] is rec["code_run"]["daemon"]
+    assert code[0]["env"]["JUPYTER_HOST"] == "http://127.0.0.1:44771"

@@ -1,9 +1,13 @@
 """Rules about the monorepo itself: lockstep versions, dependency direction, typed packages, no
-private name of another package, the core's argument checks in one place."""
+private name of another package, the core's argument checks in one place, no framework named in
+the core."""
 
 from __future__ import annotations
 
 import ast
+import io
+import re
+import tokenize
 import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -658,3 +662,69 @@ def test_argument_checks_live_in_validate() -> None:
 def test_the_argument_check_rule_catches(source: str, scope: str) -> None:
     assert [s for s, _ in argument_raises(source)] == [scope]
     assert not argument_raises("def f():\n    raise ServerError('x')\n    raise OSError(5, 'x')")
+
+
+# -- the core names no framework -----------------------------------------------------------------
+
+FRAMEWORK = re.compile(r"deep[\s_-]?agents|pydantic|lang[\s_-]?chain|lang[\s_-]?graph", re.I)
+_WORDS = {tokenize.NAME, tokenize.STRING, getattr(tokenize, "FSTRING_MIDDLE", tokenize.STRING)}
+
+
+def framework_names(source: str) -> list[tuple[int, str]]:
+    """(line, token) of each identifier or string naming a framework; comments and docstrings
+    (a string standing alone as a statement) are prose and may name one."""
+    prose = [
+        ((node.lineno, node.col_offset), (node.end_lineno or node.lineno, node.end_col_offset or 0))
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    ]
+    return [
+        (token.start[0], token.string)
+        for token in tokenize.generate_tokens(io.StringIO(source).readline)
+        if token.type in _WORDS
+        and FRAMEWORK.search(token.string)
+        and not any(start <= token.start < end for start, end in prose)
+    ]
+
+
+def test_the_core_names_no_framework() -> None:
+    # The core serves any adapter: an adapter's names, labels and packages come from the adapter
+    # (its parameters, its `opensandbox.adapters` entry point), never from a list in the core.
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {text}"
+        for path in sorted(CORE.rglob("*.py"))
+        for line, text in framework_names(path.read_text())
+    ]
+    assert not found, found
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import deepagents",
+        "from pydantic_ai import Agent",
+        "KEY = 'pydantic-ai-create'",
+        "ADAPTERS = ('core', 'deepagents-code')",
+        "x = f'{a} LangGraph thread'",
+        "def thread_of_langchain(): ...",
+        "msg = ('a Deep Agents '\n       'backend')",
+        "def f():\n    '''Doc.'''\n    return 'Deep_Agents'",
+    ],
+)
+def test_the_framework_name_rule_catches(source: str) -> None:
+    assert framework_names(source), source
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "# Deep Agents and Pydantic AI build on this\nx = 1",
+        "'''The Pydantic AI backend is built on both.'''",
+        "class A:\n    '''For LangGraph threads.'''\n    key = 'opensandbox-agents.key'",
+        "KEY = 'x'\n'''Read by the deepagents package.'''",
+    ],
+)
+def test_the_framework_name_rule_leaves_prose(source: str) -> None:
+    assert not framework_names(source), source

@@ -7,11 +7,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import pytest_asyncio
 
-from opensandbox_core import AsyncSandboxSession, GrepMatch, SandboxSpec
+from opensandbox_core import (
+    AsyncSandboxSession,
+    CommandResult,
+    GrepMatch,
+    OutputLimitError,
+    SandboxSpec,
+)
 
 ROOT = "/workspace/grep-live"
 HOSTILE = ["it's", "$(touch x)", "`id`", "a\\b", "-e", "x*y", "$HOME", "'; touch y; '"]
@@ -126,3 +133,32 @@ async def test_binary_files_the_locale_and_a_missing_path(sandbox: AsyncSandboxS
         await sandbox.files.grep("needle", f"{ROOT}/missing")
     relative = await sandbox.files.grep("needle 1", "grep-live/src")
     assert relative.matches == [GrepMatch("grep-live/src/a.py", 1, "needle 1")]
+
+
+async def test_max_matches_stops_in_the_sandbox(sandbox: AsyncSandboxSession) -> None:
+    """Five matches in a 3,000,000-line file: one command, a few hundred bytes of output (the
+    search stops in the sandbox); without a cap the output passes the session's `max_output`
+    and raises `OutputLimitError`."""
+    big = f"{ROOT}-big/big.txt"
+    made = await sandbox.commands.run(
+        ["sh", "-c", 'mkdir -p "${1%/*}" && yes needle | head -n 3000000 > "$1"', "s", big]
+    )
+    assert made.exit_code == 0, made.stderr
+    counted = AsyncSandboxSession.attach(str(sandbox.id), max_output=65536)
+    outputs: list[int] = []
+    run = counted._runner.run
+
+    async def recording(*args: Any, **kwargs: Any) -> CommandResult:
+        result = await run(*args, **kwargs)
+        outputs.append(len(result.stdout))
+        return result
+
+    counted._runner.run = recording  # type: ignore[method-assign]
+    async with counted:
+        for path in (big, f"{ROOT}-big"):
+            outputs.clear()
+            result = await counted.files.grep("needle", path, max_matches=5)
+            assert result.truncated and [m.line for m in result.matches] == [1, 2, 3, 4, 5]
+            assert len(outputs) == 1 and outputs[0] < 1000, outputs
+        with pytest.raises(OutputLimitError):
+            await counted.files.grep("needle", big)

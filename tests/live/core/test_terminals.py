@@ -114,10 +114,21 @@ async def test_ctrl_c_stops_sleep(session: AsyncSandboxSession) -> None:
     [
         (None, "exit 3\r", 3),
         ("printf 'cmd-out\\n'; exit 5", "", 5),
-        ("sleep 600", "\x03", -1),  # Ctrl-C kills the command: a signal ended it
-        (None, "kill -9 $$\r", -1),
+        ("exit 143", "", 143),  # a status, not a signal (bash's $? is 143 for both)
+        ("kill -TERM $$", "", -15),  # -N for signal N, as subprocess gives it
+        ("sleep 600", "\x03", -2),  # Ctrl-C kills the command with SIGINT
+        (None, "kill -9 $$\r", -9),  # the interactive shell killed
+        (None, "kill -HUP $$\r", -1),  # SIGHUP is signal 1
     ],
-    ids=["shell-exit-3", "command-exit-5", "command-ctrl-c", "shell-killed"],
+    ids=[
+        "shell-exit-3",
+        "command-exit-5",
+        "command-exit-143",
+        "command-sigterm",
+        "command-ctrl-c",
+        "shell-sigkill",
+        "shell-sighup",
+    ],
 )
 async def test_exit_codes(
     session: AsyncSandboxSession, command: str | None, keys: str, code: int
@@ -127,11 +138,19 @@ async def test_exit_codes(
             await asyncio.sleep(0.3)
             await term.write(keys)
         assert await term.wait(30) == code
+        assert term.exit_code == code and term.ended
         out = await drain(term)
         if command and "cmd-out" in command:
             assert out == b"cmd-out\r\n"  # the command's output exactly, nothing of the setup
         if keys == "exit 3\r":
             assert out.endswith(b"exit 3\r\nexit\r\n")
+
+
+@module_loop
+async def test_ctrl_c_right_after_open_reaches_the_command(session: AsyncSandboxSession) -> None:
+    async with session.terminals.open("sleep 600") as term:
+        await term.interrupt()  # at once: the setup never takes it, the command does
+        assert await term.wait(30) == -2
 
 
 @module_loop
@@ -234,7 +253,7 @@ async def test_execd_without_takeover_refuses_clearly(sandbox_id: str) -> None:
     async with (
         attached(sandbox_id) as first,
         attached(sandbox_id) as second,
-        await first.terminals.open() as held,
+        first.terminals.open() as held,
     ):
         with pytest.raises(TerminalBusyError, match="held by another client") as refused:
             await second.terminals.attach(held.id)
@@ -286,6 +305,30 @@ def test_blocking_terminal(sandbox_id: str) -> None:
             term.expect("got:blocking")
             assert term.wait(30) == 7
         assert term.exit_code == 7
+        with session.terminals.open("kill -TERM $$") as term:
+            assert term.wait(30) == -15
+        with session.terminals.open() as term:  # left open: `with` closes it
+            term.write("echo open-$((1+2))\r")
+            term.expect("open-3")
+        assert term.async_terminal.ended and term.exit_code is None
+        with pytest.raises(TerminalNotFoundError):
+            session.terminals.attach(term.id)
+
+
+@module_loop
+async def test_open_awaited_or_in_async_with(session: AsyncSandboxSession) -> None:
+    async with session.terminals.open() as term:  # no `await`: closed at the end of the block
+        await term.write("echo in-block-$((2+5))\r")
+        await term.expect("in-block-7")
+    assert term.ended and term.exit_code is None  # closed: execd's SIGKILL, no code made up
+    with pytest.raises(TerminalNotFoundError):
+        await session.terminals.attach(term.id)
+    awaited = await session.terminals.open("kill -TERM $$")  # awaited: the caller closes it
+    try:
+        assert await awaited.wait(30) == -15
+    finally:
+        await awaited.close()
+    assert awaited.exit_code == -15  # close() keeps a known code
 
 
 # -- errors, the end, and what is left behind ----------------------------------------------------
@@ -300,7 +343,7 @@ async def test_unknown_and_closed_ids(session: AsyncSandboxSession) -> None:
     await term.write("sleep 600\r")
     await term.close()
     await term.close()
-    assert term.exit_code == -1
+    assert term.ended and term.exit_code is None
     with pytest.raises(TerminalNotFoundError, match=term.id):
         await session.terminals.attach(term.id)
 
@@ -364,10 +407,14 @@ async def test_exit_loss_always_loses_nothing_the_daemon_kept(sandbox_image: str
             async with session.terminals.open("printf 'last-line\\n'; exit 4") as term:
                 assert await term.wait(30) == 4
                 assert await drain(term) == b"last-line\r\n"
-            # No end mark (killed): what the daemon kept, and only that, is read.
+            # No end mark (the core's wrapper, the session leader, killed): what the daemon
+            # kept, and only that, is read; the exit code is not known.
             term = await session.terminals.open()
-            await term.write("printf 'before\\n'; sleep 0.3; printf 'last-words\\n'; kill -9 $$\r")
-            assert await term.wait(30) == -1
+            await term.write(
+                "printf 'before\\n'; sleep 0.3; printf 'last-words\\n'; "
+                "kill -9 $(cut -d' ' -f6 /proc/$$/stat)\r"
+            )
+            assert await term.wait(30) is None
             out = await drain(term)
             assert b"before\r\n" in out and b"last-words\r\n" not in out  # `always` dropped it
             status = await (await session._life.context()).execd.pty_status(term.id)

@@ -1,4 +1,4 @@
-"""One metadata scheme, live: a sandbox made through each package (the core, Deep Agents'
+"""The core's metadata for every package, live: a sandbox made through each package (the core, Deep Agents'
 `create()`, its thread backend and its deepagents-code provider, Pydantic AI's backend) carries the
 project's labels on the real server, and `opensandbox-doctor` finds every one, counted by package."""
 
@@ -13,7 +13,8 @@ from deepagents_opensandbox_backend import OpenSandboxBackend as DeepBackend
 from deepagents_opensandbox_backend import OpenSandboxProvider, ThreadSandboxBackend
 from opensandbox_core import AsyncSandboxSession, SandboxSpec, destroy_sandbox, list_sandboxes
 from opensandbox_core._doctor import DoctorOptions, run_doctor
-from opensandbox_core.metadata import ADAPTER_KEY, LIBRARY_KEY, PYDANTIC_AI_CREATE_KEY
+from opensandbox_core.metadata import ADAPTER_KEY, LIBRARY_KEY
+from pydantic_ai_opensandbox import CREATE_METADATA_KEY
 from pydantic_ai_opensandbox import OpenSandboxBackend as PydanticBackend
 
 
@@ -44,7 +45,7 @@ async def test_the_doctor_finds_the_sandboxes_of_every_package(sandbox_image: st
         for summary in listed.values():
             assert summary.metadata[LIBRARY_KEY] == "opensandbox-core"
             assert summary.metadata[ADAPTER_KEY] == made[summary.id]
-        assert listed[pydantic.ref.id].metadata[PYDANTIC_AI_CREATE_KEY] == "true"
+        assert listed[pydantic.ref.id].metadata[CREATE_METADATA_KEY] == "true"
 
         results = await run_doctor(DoctorOptions(skip_sandbox=True, match=tag))
         report = {r.name: r for r in results}["leftovers"]

@@ -120,6 +120,7 @@ def test_a_fork_from_an_earlier_checkpoint_sees_that_checkpoints_files(
             assert labels[OWNER_KEY] != source[OWNER_KEY]
             assert labels[THREAD_METADATA_KEY] != source[THREAD_METADATA_KEY]
             assert labels[FORK_OF_METADATA_KEY] == source[THREAD_METADATA_KEY]
+            assert listed[copy_id].adapter == "deepagents"  # the core writes the adapter's name
         plain = ThreadSandboxBackend(namespace=namespace, image=sandbox_image)
         assert run_blocking(plain.find_thread("thread-tt")) == own
         assert sorted(run_blocking(backend.find_copies("thread-tt"))) == sorted([copy, copy_2])

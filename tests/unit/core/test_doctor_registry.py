@@ -216,10 +216,11 @@ async def test_another_web_server_is_named_not_pasted() -> None:
 def test_version_lists_packages_sdk_and_python(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--version"]) == 0
     lines = capsys.readouterr().out.splitlines()
+    # The core, the adapters' distributions (found by their entry points), the SDK, Python.
     assert [line.split()[0] for line in lines] == [
         "opensandbox-core", "deepagents-opensandbox-backend", "pydantic-ai-opensandbox",
         "opensandbox", "python",
-    ]  # fmt: skip
+    ], "reinstall the packages (pip install -e) so that their entry points are read"  # fmt: skip
     assert dict(versions())["opensandbox-core"][0].isdigit()
 
 

@@ -13,10 +13,12 @@ import pytest
 from opensandbox_core import (
     AsyncSandboxSession,
     BackgroundProcess,
+    BlockingCode,
     BlockingCommands,
     BlockingFiles,
     BlockingTerminal,
     BlockingTerminals,
+    CodeInterpreter,
     Commands,
     Files,
     SandboxSession,
@@ -40,6 +42,7 @@ PAIRS = [
     (Commands, BlockingCommands),
     (Files, BlockingFiles),
     (Terminals, BlockingTerminals),
+    (CodeInterpreter, BlockingCode),
 ]
 
 

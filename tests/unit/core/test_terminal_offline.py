@@ -88,6 +88,11 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
         yield made
 
 
+KILL_WRAPPER = "kill -9 $(cut -d' ' -f6 /proc/$$/stat)"
+"""Typed into an interactive terminal: SIGKILL for the terminal's process (the core's wrapper,
+the session leader), so that no end mark comes."""
+
+
 async def until(check: Callable[[], bool], seconds: float = 5.0) -> None:
     async with asyncio.timeout(seconds):
         while not check():
@@ -144,8 +149,11 @@ async def test_ctrl_c_interrupts_the_program_in_the_foreground(env: Env) -> None
     [
         (None, "exit 3\r", 3),
         ("exit 5", "", 5),
-        ("sleep 600", "\x03", -1),  # Ctrl-C kills the command: a signal ended it
-        (None, "kill -9 $$\r", -1),  # no end mark: the daemon's own exit code
+        ("exit 143", "", 143),  # an exit status, not a signal (bash's $? would say 143 too)
+        ("kill -TERM $$", "", -15),  # as subprocess says: -N for signal N
+        ("sleep 600", "\x03", -2),  # Ctrl-C kills the command with SIGINT
+        (None, "kill -9 $$\r", -9),  # the interactive shell killed
+        (None, "kill -HUP $$\r", -1),  # SIGHUP is 1: -1 is a signal's number, not "unknown"
     ],
 )
 async def test_exit_codes(env: Env, command: str | None, keys: str, code: int) -> None:
@@ -194,8 +202,9 @@ async def test_without_the_end_mark_every_byte_the_daemon_kept_is_read(
     async with fake_env(tmp_path, exit_loss=loss) as env:
         term = await env.open()
         session = env.fake.sessions[term.id]
-        await term.write("printf 'last-words\\n'; kill -9 $$\r")
-        assert await term.wait(10) == -1
+        await term.write(f"printf 'last-words\\n'; {KILL_WRAPPER}\r")
+        assert await term.wait(10) is None  # execd says -1: some signal, which is not known
+        assert term.ended and term.exit_code is None
         got = b""
         while chunk := await term.read(0.1):
             got += chunk
@@ -230,7 +239,7 @@ async def test_a_process_that_ends_while_the_connection_is_down(env: Env) -> Non
     os.killpg(process.pid, signal.SIGKILL)  # it dies (reaped: the daemon says so at once) ...
     process.wait()
     env.fake.drop(term.id)  # ... while the connection drops, before any exit frame
-    assert await term.wait(10) == -1
+    assert await term.wait(10) is None  # no end mark: the code is not known
     asked = env.fake.status_calls
     await asyncio.sleep(0.5)
     assert env.fake.status_calls == asked  # the end is taken once; nothing goes on asking
@@ -324,12 +333,12 @@ async def test_a_command_that_ended_while_detached_gives_its_code_on_attach(env:
 
 async def test_a_shell_killed_while_detached_is_read_to_its_end(env: Env) -> None:
     term = await env.open()
-    await term.write("(sleep 0.3; echo gone; kill -9 $$) &\r")
+    await term.write(f"(sleep 0.3; echo gone; {KILL_WRAPPER}) &\r")
     await term.expect("\r\n")
     await term.detach()
     await asyncio.sleep(0.8)
     again = await env.attach(term.id)
-    assert await again.wait(10) == -1
+    assert await again.wait(10) is None  # no end mark: execd's -1 does not say which signal
     assert b"gone" in await again.read(0.1)
     assert term.id not in env.fake.sessions  # read to its end, then deleted
     await again.close()
@@ -345,7 +354,7 @@ async def test_unknown_and_closed_ids_are_not_found(env: Env) -> None:
     term = await env.open()
     await term.close()
     await term.close()  # idempotent
-    assert term.exit_code == -1
+    assert term.ended and term.exit_code is None  # execd's SIGKILL: no code is made up
     with pytest.raises(TerminalNotFoundError, match=term.id):
         await env.attach(term.id)
 

@@ -52,6 +52,7 @@ def test_public_names() -> None:
         "ThreadSandboxBackend",
         "TimeTravelSandboxBackend",
         "__version__",
+        "code_tools",
         "terminal_tools",
     }
     assert issubclass(InsecureSandboxWarning, UserWarning)

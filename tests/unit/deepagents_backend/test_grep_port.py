@@ -26,7 +26,7 @@ from deepagents_opensandbox_backend._filesystem import native_grep
 from opensandbox_core import CommandResult, FileInfo, GrepResult, decode_output, run_blocking
 from opensandbox_core._files._grep import grep as core_grep
 
-APPLETS = ("sh", "find", "grep", "xargs", "base64", "echo", "cat", "printf", "rm")
+APPLETS = ("sh", "find", "grep", "xargs", "base64", "echo", "cat", "printf", "rm", "head", "env")
 
 
 def busybox() -> str | None:

@@ -41,6 +41,7 @@ def test_public_names() -> None:
         "CREATE_METADATA_KEY",
         "OpenSandbox",
         "OpenSandboxBackend",
+        "OpenSandboxCodeInterpreter",
         "OpenSandboxTerminal",
         "__version__",
     }

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from opensandbox_core import InsecureSandboxWarning
 
 from ._backend import DEFAULT_IMAGE, OpenSandboxBackend
+from ._code import code_tools
 from ._terminal import TerminalMiddleware, terminal_tools
 from ._threads import NAMESPACE_METADATA_KEY, THREAD_METADATA_KEY, ThreadSandboxBackend
 from ._timetravel import (
@@ -55,5 +56,6 @@ __all__ = [
     "ThreadSandboxBackend",
     "TimeTravelSandboxBackend",
     "__version__",
+    "code_tools",
     "terminal_tools",
 ]

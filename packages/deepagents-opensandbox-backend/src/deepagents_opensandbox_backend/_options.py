@@ -27,6 +27,7 @@ from opensandbox_core.adapters import SessionKeywords
 from opensandbox_core.metadata import adapter_labels
 
 __all__ = [
+    "ADAPTER",
     "DEFAULT_IMAGE",
     "DEFAULT_LIFETIME",
     "SEED_ORDER",
@@ -38,6 +39,8 @@ __all__ = [
 
 DEFAULT_IMAGE = "opensandbox/code-interpreter:v1.1.0"
 DEFAULT_LIFETIME = timedelta(seconds=_defaults.LIFETIME)
+ADAPTER = "deepagents"
+"""This package's name in the core's `adapter` label (its `opensandbox.adapters` entry point)."""
 
 
 def _argv(entrypoint: object) -> object:
@@ -108,10 +111,11 @@ class SandboxOptions(AttachOptions):
         self.sandbox_spec()  # checks every create option now, before any I/O
 
     def sandbox_spec(self, labels: Mapping[str, str] | None = None) -> SandboxSpec:
-        """The core's `SandboxSpec` these options describe, with the project's labels for Deep
-        Agents (`opensandbox_core.metadata`) and `labels` (a thread's, the provider's) added."""
+        """The core's `SandboxSpec` these options describe, with this package's `adapter` label
+        (`deepagents`; `opensandbox_core.metadata`) and `labels` (a thread's, the provider's)
+        added."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
-        labels = {**adapter_labels("deepagents"), **(labels or {})}
+        labels = {**adapter_labels(ADAPTER), **(labels or {})}
         return spec_from_keywords(SPEC_FIELDS, values, _DEFAULTS, spec=self.spec, labels=labels)
 
     def create(

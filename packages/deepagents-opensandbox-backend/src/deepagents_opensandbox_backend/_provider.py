@@ -30,7 +30,7 @@ from opensandbox_core.adapters import (
     restore_spec,
     split_snapshot,
 )
-from opensandbox_core.metadata import PROVIDER_KEY, adapter_labels
+from opensandbox_core.metadata import adapter_labels
 
 from ._backend import OpenSandboxBackend
 from ._options import AttachOptions, SandboxOptions
@@ -42,16 +42,18 @@ logger = logging.getLogger(__name__)
 PROVIDER_NAME = "opensandbox"
 """The provider's name in deepagents-code (`dcode --sandbox opensandbox`)."""
 
-PROVIDER_METADATA_KEY = PROVIDER_KEY
+PROVIDER_METADATA_KEY = "opensandbox-agents.provider"
 """Label on every sandbox this provider creates (value `deepagents-code`): find or remove the
 ones a process left behind with `opensandbox_core.list_sandboxes(metadata={key: value})`."""
+_ADAPTER = "deepagents-code"
+"""The provider's name in the core's `adapter` label (its `opensandbox.adapters` entry point)."""
 
 _DCODE_PROVIDER_MODULE = "deepagents_code.integrations.sandbox_provider"
 _PACKAGE = "deepagents-opensandbox-backend"
 _CREATE_FIELDS = frozenset(f.name for f in fields(SandboxOptions))
 _ATTACH_FIELDS = frozenset(f.name for f in fields(AttachOptions))
 _CONNECTION_FIELDS = frozenset({"domain", "api_key", "use_server_proxy"})
-_LABELS = MappingProxyType(adapter_labels("deepagents-code"))  # PROVIDER_METADATA_KEY among them
+_LABELS = MappingProxyType({**adapter_labels(_ADAPTER), PROVIDER_METADATA_KEY: _ADAPTER})
 _NAME, _SEE = "opensandbox sandbox provider", "OpenSandboxBackend.create"  # for split_snapshot
 
 

@@ -9,7 +9,6 @@ from typing import Any
 
 from deepagents.backends.sandbox import BaseSandbox
 
-from opensandbox_core import NAMESPACE_METADATA_KEY as CORE_NAMESPACE_KEY
 from opensandbox_core import AsyncSandboxSession, KeyedSandboxes, run_blocking
 from opensandbox_core.adapters import takes_keywords
 
@@ -25,10 +24,12 @@ __all__ = [
     "ThreadSandboxBackend",
 ]
 
-NAMESPACE_METADATA_KEY = CORE_NAMESPACE_KEY
-"""Metadata label holding the `namespace` of the `ThreadSandboxBackend` that made the sandbox."""
+NAMESPACE_METADATA_KEY = "opensandbox-agents.namespace"
+"""Metadata label holding the `namespace` of the `ThreadSandboxBackend` that made the sandbox
+(passed to the core's `KeyedSandboxes` as its `namespace_label`)."""
 THREAD_METADATA_KEY = "opensandbox-agents.thread"
-"""Metadata label holding a digest of (namespace, thread id); see `ThreadSandboxBackend.thread_key`."""
+"""Metadata label holding a digest of (namespace, thread id); see `ThreadSandboxBackend.thread_key`
+(passed to the core's `KeyedSandboxes` as its `key_label`)."""
 
 
 _NAMES = (

@@ -17,9 +17,11 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from opensandbox_core import COPY_OF_METADATA_KEY, CheckpointFiles, FilesVersion, run_blocking
+from opensandbox_core import CheckpointFiles, FilesVersion, run_blocking
+from opensandbox_core.metadata import adapter_labels
 
 from ._backend import OpenSandboxBackend
+from ._options import ADAPTER
 from ._threads import NAMESPACE_METADATA_KEY, THREAD_METADATA_KEY, ThreadSandboxBackend
 
 __all__ = [
@@ -33,8 +35,9 @@ logger = logging.getLogger(__name__)
 
 SANDBOX_FILES_KEY = "sandbox_files"
 """The state key holding the `SandboxFiles` record of the checkpoint's files."""
-FORK_OF_METADATA_KEY = COPY_OF_METADATA_KEY
-"""Metadata label of a sandbox restored for a fork: the thread key of the thread it belongs to."""
+FORK_OF_METADATA_KEY = "opensandbox-agents.fork-of"
+"""Metadata label of a sandbox restored for a fork: the thread key of the thread it belongs to
+(the core's `CheckpointFiles` writes it as its `copy_label`)."""
 CHANGING_TOOLS = frozenset({"write_file", "edit_file", "execute", "task"})
 
 _BRANCH: contextvars.ContextVar[OpenSandboxBackend | None] = contextvars.ContextVar(
@@ -160,6 +163,7 @@ class TimeTravelSandboxBackend(ThreadSandboxBackend):
             key_label=THREAD_METADATA_KEY,
             namespace_label=NAMESPACE_METADATA_KEY,
             copy_label=FORK_OF_METADATA_KEY,
+            labels=adapter_labels(ADAPTER),
         )
 
     # -- which sandbox a branch uses ---------------------------------------------------------

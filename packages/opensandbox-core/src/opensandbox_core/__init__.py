@@ -12,6 +12,17 @@ given. See `docs/core.md` for the guide.
 """
 
 from ._agent._listing import DirectoryEntry, DirectoryLister, DirectoryListing
+from ._code import (
+    CodeContext,
+    CodeContextBusyError,
+    CodeContextNotFoundError,
+    CodeError,
+    CodeInterpreter,
+    CodeInterpreterUnavailableError,
+    CodeResult,
+    CodeTimeoutError,
+    Execution,
+)
 from ._commands._background import BackgroundProcess, OutputChunk, ProcessStatus
 from ._commands._facet import Commands
 from ._commands._offload import OffloadedRun
@@ -32,6 +43,7 @@ from ._errors import (
     ServerError,
     TerminalBusyError,
     TerminalClosedError,
+    TerminalError,
     TerminalNotFoundError,
     TerminalTakenOverError,
     TerminalTimeoutError,
@@ -61,6 +73,7 @@ from ._metadata import LIBRARY_KEY, OWNER_KEY
 from ._session import AsyncSandboxSession
 from ._sync import (
     BlockingBackgroundProcess,
+    BlockingCode,
     BlockingCommands,
     BlockingFiles,
     BlockingTerminal,
@@ -91,12 +104,21 @@ __all__ = [
     "AuthenticationError",
     "BackgroundProcess",
     "BlockingBackgroundProcess",
+    "BlockingCode",
     "BlockingCommands",
     "BlockingFiles",
     "BlockingTerminal",
     "BlockingTerminals",
     "BytesResult",
     "CheckpointFiles",
+    "CodeContext",
+    "CodeContextBusyError",
+    "CodeContextNotFoundError",
+    "CodeError",
+    "CodeInterpreter",
+    "CodeInterpreterUnavailableError",
+    "CodeResult",
+    "CodeTimeoutError",
     "CommandResult",
     "CommandTimeoutError",
     "Commands",
@@ -109,6 +131,7 @@ __all__ = [
     "DirectoryUpload",
     "EditError",
     "EgressRule",
+    "Execution",
     "FileInfo",
     "FileMatch",
     "Files",
@@ -141,6 +164,7 @@ __all__ = [
     "Terminal",
     "TerminalBusyError",
     "TerminalClosedError",
+    "TerminalError",
     "TerminalNotFoundError",
     "TerminalTakenOverError",
     "TerminalTimeoutError",

@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from . import _defaults, _validate
+from . import _defaults, _entry_points, _validate
 from ._errors import InsecureSandboxWarning
 
 if TYPE_CHECKING:
@@ -27,13 +27,16 @@ if TYPE_CHECKING:
 
 __all__ = ["Connection", "SandboxSpec"]
 
-_OUR_PACKAGES = ("opensandbox_core", "deepagents_opensandbox_backend", "pydantic_ai_opensandbox")
+
+def _ours(module: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in _entry_points.own_packages())
 
 
 def _caller_stacklevel() -> int:
-    """The stacklevel of the first frame outside these packages (the user's own call)."""
+    """The stacklevel of the first frame outside the core and the installed adapters (the
+    user's own call); the adapters are those of `_entry_points`."""
     level, frame = 1, sys._getframe(1)
-    while frame is not None and str(frame.f_globals.get("__name__", "")).startswith(_OUR_PACKAGES):
+    while frame is not None and _ours(str(frame.f_globals.get("__name__", ""))):
         level += 1
         frame = frame.f_back  # type: ignore[assignment]
     return level

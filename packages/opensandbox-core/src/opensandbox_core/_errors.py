@@ -11,14 +11,18 @@ OpenSandboxError
 ├── OutputLimitError                          a read exceeded the size limit the caller set
 ├── NotTextError (also ValueError)            a file read as text (`read_lines`) is not UTF-8
 ├── EditError (also ValueError)               `files.edit` found no match, or several
-├── TerminalNotFoundError (also LookupError)  no terminal of that id (never made, or closed)
-├── TerminalTimeoutError (also TimeoutError)  a terminal's expect/wait ran out; has .output
-├── TerminalTakenOverError                    another client took the terminal over
-├── TerminalClosedError (also EOFError)       the terminal's process ended, or the handle let go
+├── TerminalError                             an interactive terminal cannot do what was asked
+│   ├── TerminalNotFoundError (also LookupError)  no terminal of that id (never made, or closed)
+│   ├── TerminalTimeoutError (also TimeoutError)  a terminal's expect/wait ran out; has .output
+│   ├── TerminalClosedError (also EOFError)   its process ended, or the handle let go
+│   ├── TerminalTakenOverError                another client took the terminal over
+│   └── TerminalBusyError                     another client holds it and execd cannot take over
 └── ServerError                               any other failure the server reported (has .status_code)
-    ├── SnapshotsUnsupportedError             the runtime cannot take or restore snapshots
-    └── TerminalBusyError                     a terminal is held elsewhere and execd cannot take over
+    └── SnapshotsUnsupportedError             the runtime cannot take or restore snapshots
 ```
+
+A terminal whose connection is lost for good (not reached again within the reconnect budget)
+raises `ServerError` (retryable): the cause is the network or the server, not the terminal.
 
 Most `ConfigurationError`s are raised before any request; a few only when the server or the
 sandbox tells (a refused API key, a working directory that cannot be made, a value the SDK
@@ -83,6 +87,7 @@ __all__ = [
     "ServerError",
     "TerminalBusyError",
     "TerminalClosedError",
+    "TerminalError",
     "TerminalNotFoundError",
     "TerminalTakenOverError",
     "TerminalTimeoutError",
@@ -168,7 +173,12 @@ class EditError(OpenSandboxError, ValueError):
         self.path, self.reason, self.occurrences = path, reason, occurrences
 
 
-class TerminalNotFoundError(OpenSandboxError, LookupError):
+class TerminalError(OpenSandboxError):
+    """Base class of the interactive terminals' errors (`session.terminals`): the terminal
+    cannot do what was asked (unknown id, its process ended, held elsewhere, out of time)."""
+
+
+class TerminalNotFoundError(TerminalError, LookupError):
     """No terminal of this id in the sandbox: never made there, or closed (deleted)."""
 
     def __init__(self, message: str, *, terminal_id: str) -> None:
@@ -176,7 +186,7 @@ class TerminalNotFoundError(OpenSandboxError, LookupError):
         self.terminal_id = terminal_id
 
 
-class TerminalTimeoutError(OpenSandboxError, TimeoutError):
+class TerminalTimeoutError(TerminalError, TimeoutError):
     """A terminal's `expect` (or `wait`) ran out of time; `output` is what the terminal printed
     since the last match, which stays unread."""
 
@@ -185,19 +195,30 @@ class TerminalTimeoutError(OpenSandboxError, TimeoutError):
         self.output = output
 
 
-class TerminalTakenOverError(OpenSandboxError):
-    """Another client took the terminal over (`attach_terminal` elsewhere): this handle has
+class TerminalTakenOverError(TerminalError):
+    """Another client took the terminal over (`terminals.attach` elsewhere): this handle has
     lost it for good; the terminal itself runs on."""
 
 
-class TerminalClosedError(OpenSandboxError, EOFError):
-    """The terminal's process has ended (`exit_code`), or this handle was closed or detached.
-    `output` is what was printed since the last match and not read (for `expect`)."""
+class TerminalClosedError(TerminalError, EOFError):
+    """The terminal's process has ended (`exit_code`: its code, None when unknown), or this
+    handle was closed or detached. `output` is what was printed since the last match and not
+    read (for `expect`)."""
 
     def __init__(self, message: str, *, exit_code: int | None, output: bytes = b"") -> None:
         super().__init__(message)
         self.exit_code = exit_code
         self.output = output
+
+
+class TerminalBusyError(TerminalError):
+    """Another client holds the terminal, and this execd cannot take a terminal over (v1.0.18
+    and older): the other handle must detach or close first. `status_code` is execd's 409.
+    Not a `ServerError`: nothing failed, the terminal is in use (a later try may succeed)."""
+
+    def __init__(self, message: str, *, status_code: int = 409) -> None:
+        super().__init__(message)
+        self.status_code = status_code
 
 
 class ServerError(OpenSandboxError):
@@ -231,11 +252,6 @@ class ExecdError(Exception):
         self.message = message
         self.from_execd = from_execd
         self.address = address
-
-
-class TerminalBusyError(ServerError):
-    """Another client holds the terminal, and this execd cannot take a terminal over (v1.0.18
-    and older; HTTP 409): the other handle must detach or close first."""
 
 
 GONE_STATES: Final = frozenset({"terminated", "failed", "stopping", "deleted", "deleting", "error"})

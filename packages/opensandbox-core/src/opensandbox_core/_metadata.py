@@ -1,22 +1,19 @@
-"""The metadata every sandbox this project creates carries: one set of keys, for every package.
+"""The core's metadata labels: what it writes on a sandbox, whoever asked for it.
 
-| key                            | value                               | on                               |
-|--------------------------------|-------------------------------------|----------------------------------|
-| `opensandbox-agents.library`   | `opensandbox-core`                  | every sandbox (how it is found)  |
-| `opensandbox-agents.owner`     | a token of the creating session     | every sandbox (lost creates)     |
-| `opensandbox-agents.adapter`   | `core`, `deepagents`, `pydantic-ai`, `deepagents-code`, `doctor` | every sandbox |
-| `opensandbox-agents.namespace` | the thread backend's namespace      | Deep Agents thread sandboxes     |
-| `opensandbox-agents.thread`    | digest of (namespace, thread id)    | Deep Agents thread sandboxes     |
-| `opensandbox-agents.fork-of`   | the thread key it was forked from   | Deep Agents time-travel copies   |
-| `opensandbox-agents.provider`  | `deepagents-code`                   | the deepagents-code provider's   |
-| `opensandbox-agents.doctor`    | a token of the doctor run           | `opensandbox-doctor`'s probes    |
-| `pydantic-ai-create`           | `true`                              | Pydantic AI's (seed 004's key)   |
+| key                            | value                                  | on                                |
+|--------------------------------|----------------------------------------|-----------------------------------|
+| `opensandbox-agents.library`   | `opensandbox-core`                     | every sandbox (how it is found)   |
+| `opensandbox-agents.owner`     | a token of the creating session        | every sandbox (lost creates)      |
+| `opensandbox-agents.adapter`   | `core`, or the name the adapter passes | every sandbox                     |
+| `opensandbox-agents.namespace` | the `KeyedSandboxes` namespace         | keyed sandboxes                   |
+| `opensandbox-agents.key`       | digest of (namespace, key)             | keyed sandboxes (default label)   |
+| `opensandbox-agents.fork-of`   | the key digest it was restored for     | `CheckpointFiles` copies (default)|
+| `opensandbox-agents.doctor`    | a token of the doctor run              | `opensandbox-doctor`'s probes     |
 
-The core's create writes the first three (`adapter` from the spec's metadata, else `core`); each
-adapter adds its own labels through `adapter_labels`. The adapters' published constants
-(`THREAD_METADATA_KEY`, `CREATE_METADATA_KEY`, ...) are these keys. `adapter_of` reads a sandbox's
-labels, older ones too: a sandbox made before the `adapter` label existed is told by the keys
-its package wrote then (`pydantic-ai-create`, `provider`, `thread`, `doctor`).
+The core's create writes the first three: `adapter` from the spec's metadata (an adapter puts
+`adapter_labels(name)` there, with any labels of its own), else `core`. `KeyedSandboxes` and
+`CheckpointFiles` take the key, namespace and fork labels as parameters; the defaults are the
+keys above. An adapter's own labels (its published constants) are its business, not the core's.
 """
 
 from __future__ import annotations
@@ -24,18 +21,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+# Public through `opensandbox_core.metadata`; the keyed labels' defaults are public as
+# `NAMESPACE_METADATA_KEY`, `KEY_METADATA_KEY` and `COPY_OF_METADATA_KEY` (one name each).
 __all__ = [
-    "ADAPTERS",
     "ADAPTER_KEY",
     "DOCTOR_KEY",
-    "FORK_OF_KEY",
     "LIBRARY_KEY",
     "LIBRARY_VALUE",
-    "NAMESPACE_KEY",
     "OWNER_KEY",
-    "PROVIDER_KEY",
-    "PYDANTIC_AI_CREATE_KEY",
-    "THREAD_KEY",
     "adapter_labels",
     "adapter_of",
 ]
@@ -46,43 +39,31 @@ LIBRARY_VALUE: Final = "opensandbox-core"
 OWNER_KEY: Final = "opensandbox-agents.owner"
 """A token unique to the session object that created the sandbox (lost creates, `--owner`)."""
 ADAPTER_KEY: Final = "opensandbox-agents.adapter"
-"""Which package created the sandbox: one of `ADAPTERS`."""
+"""Which package created the sandbox: `core`, or the name an adapter passes (`adapter_labels`)."""
 NAMESPACE_KEY: Final = "opensandbox-agents.namespace"
-THREAD_KEY: Final = "opensandbox-agents.thread"
+"""The default label of a keyed sandbox's namespace (`KeyedSandboxes`)."""
+KEY_KEY: Final = "opensandbox-agents.key"
+"""The default label of a keyed sandbox's key digest (`KeyedSandboxes`)."""
 FORK_OF_KEY: Final = "opensandbox-agents.fork-of"
-PROVIDER_KEY: Final = "opensandbox-agents.provider"
+"""The default label of a `CheckpointFiles` copy: the key digest it was restored for."""
 DOCTOR_KEY: Final = "opensandbox-agents.doctor"
-PYDANTIC_AI_CREATE_KEY: Final = "pydantic-ai-create"
-"""Seed 004's entry on every sandbox the Pydantic AI capability creates (value `true`)."""
+"""On `opensandbox-doctor`'s own test sandboxes: the token of the run."""
 
-ADAPTERS: Final = ("core", "deepagents", "deepagents-code", "pydantic-ai", "doctor")
-
-_EXTRA: Final[Mapping[str, Mapping[str, str]]] = {
-    # adapter  ->  the labels it writes besides ADAPTER_KEY (documented keys kept working)
-    "pydantic-ai": {PYDANTIC_AI_CREATE_KEY: "true"},
-    "deepagents-code": {PROVIDER_KEY: "deepagents-code"},
-}
-
-_OLD_LABELS: Final = (
-    # a key written before ADAPTER_KEY existed  ->  the adapter that wrote it, in this order
-    (PYDANTIC_AI_CREATE_KEY, "pydantic-ai"),
-    (PROVIDER_KEY, "deepagents-code"),
-    (THREAD_KEY, "deepagents"),
-    (DOCTOR_KEY, "doctor"),
-)
+_DOCTOR: Final = "doctor"
 
 
 def adapter_labels(adapter: str) -> dict[str, str]:
-    """The labels `adapter` (one of `ADAPTERS`) puts on every sandbox it creates."""
+    """The label naming `adapter` as a sandbox's creator, for a spec's metadata: the core's
+    create keeps it (instead of `core`). `adapter` is a label value: 1 to 63 letters, digits,
+    `-`, `_` or `.`, starting and ending with a letter or digit."""
     from . import _validate
 
-    _validate.choice(adapter, "adapter", ADAPTERS)
-    return {ADAPTER_KEY: adapter, **_EXTRA.get(adapter, {})}
+    return {ADAPTER_KEY: _validate.label_value(adapter, "adapter")}
 
 
 def adapter_of(metadata: Mapping[str, str]) -> str | None:
-    """The package that created a sandbox with these labels (older labels read too), or None for
-    one whose labels do not say (the core's, from before the `adapter` label)."""
+    """The package that created a sandbox with these labels, or None when they do not say (a
+    sandbox made before the `adapter` label existed, other than the doctor's probes)."""
     if ADAPTER_KEY in metadata:
         return metadata[ADAPTER_KEY]
-    return next((adapter for key, adapter in _OLD_LABELS if key in metadata), None)
+    return _DOCTOR if DOCTOR_KEY in metadata else None

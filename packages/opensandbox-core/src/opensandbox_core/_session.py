@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import _validate
+from ._code._facet import CodeInterpreter
 from ._commands._facet import Commands
 from ._commands._run import CommandRunner
 from ._config import Connection, SandboxSpec
@@ -121,6 +122,9 @@ class AsyncSandboxSession(SessionInfo):
         """Files: read, write, stat, list, walk, glob, grep, edit, batches and uploads."""
         self.terminals: Terminals = Terminals(self._life)
         """Interactive terminals: `open` and `attach`."""
+        self.code: CodeInterpreter = CodeInterpreter(self._life, self._runner)
+        """Code in Jupyter kernels: `run`, `create_context`, `contexts`, `delete_context`,
+        `interrupt` (docs/core.md, "Code")."""
         self._life.connection.check_security()
 
     # -- identity (the read-only properties and repr() are `SessionInfo`'s) ------------------

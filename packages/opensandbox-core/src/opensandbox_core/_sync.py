@@ -18,13 +18,16 @@ cleaned up (`CreateGuard.start_blocking`).
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from . import _defaults
+from ._code._facet import CodeInterpreter
 from ._commands._background import BackgroundProcess
 from ._commands._facet import Commands
 from ._config import Connection, SandboxSpec
@@ -38,6 +41,7 @@ from ._terminal._handle import Terminal
 
 __all__ = [
     "BlockingBackgroundProcess",
+    "BlockingCode",
     "BlockingCommands",
     "BlockingFiles",
     "BlockingTerminal",
@@ -83,6 +87,7 @@ def twin(
     *,
     name: str | None = ...,
     doc: str | None = ...,
+    callbacks: Sequence[str] = ...,
 ) -> Callable[Concatenate[Any, P], T]: ...
 @overload
 def twin(
@@ -96,25 +101,76 @@ def twin(
     wrap: Callable[[Any], Any] | None = None,
     name: str | None = None,
     doc: str | None = None,
+    callbacks: Sequence[str] = (),
 ) -> Callable[..., Any]:
     """The blocking twin of `method`, an async method of the class whose instance the twin's
     owner keeps as `_async` (see the module docstring). `name` renames it (`aclose` ->
-    `close`); `doc` replaces its docstring."""
+    `close`); `doc` replaces its docstring. `callbacks` names keyword arguments that take
+    the caller's functions: a plain (not async) one is called off the portal loop
+    (`_OffLoop`), so a slow one stalls only its own call, never the other blocking sessions
+    of the process or a terminal's keep-alive."""
     attribute = method.__name__
     iterates = inspect.isasyncgenfunction(method)
 
     @functools.wraps(method)
     def blocking(self: Any, /, *args: Any, **kwargs: Any) -> Any:
-        result = getattr(self._async, attribute)(*args, **kwargs)
-        if iterates:
-            return _iterate(result)
-        value = portal.run(_awaited(result))
+        with _OffLoop(kwargs, callbacks) as kwargs:
+            result = getattr(self._async, attribute)(*args, **kwargs)
+            if iterates:
+                return _iterate(result)
+            value = portal.run(_awaited(result))
         return value if wrap is None else wrap(value)
 
     blocking.__name__ = name or attribute
     if doc is not None:
         blocking.__doc__ = doc
     return blocking
+
+
+class _OffLoop:
+    """The caller's plain callbacks of one blocking call, each made an async function that
+    runs it in this call's own worker thread and waits for it: the portal loop stays free
+    while it runs, calls keep their order (one thread, each awaited before the next event is
+    read), and what a callback raises reaches the call as before. The thread ends with the
+    call."""
+
+    def __init__(self, kwargs: dict[str, Any], names: Sequence[str]) -> None:
+        self._kwargs = kwargs
+        self._names = [n for n in names if callable(kwargs.get(n)) and not _is_async(kwargs[n])]
+        self._worker: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def __enter__(self) -> dict[str, Any]:
+        if not self._names:
+            return self._kwargs
+        self._worker = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="opensandbox-core-callback"
+        )
+        return {**self._kwargs, **{n: self._off_loop(self._kwargs[n]) for n in self._names}}
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._worker is not None:
+            # A call that ended early (timeout, Ctrl-C) does not wait for a callback still
+            # running; it finishes in its thread.
+            self._worker.shutdown(wait=exc_info[0] is None, cancel_futures=True)
+
+    def _off_loop(self, function: Callable[..., Any]) -> Callable[..., Awaitable[None]]:
+        worker = self._worker
+        assert worker is not None
+
+        async def call(*args: Any) -> None:
+            returned = await asyncio.get_running_loop().run_in_executor(
+                worker, functools.partial(function, *args)
+            )
+            if inspect.isawaitable(returned):
+                await returned
+
+        return call
+
+
+def _is_async(function: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+        getattr(function, "__call__", None)  # noqa: B004 - an object whose __call__ is async
+    )
 
 
 class _Blocking(Generic[A]):
@@ -159,7 +215,13 @@ class BlockingTerminal(_Blocking[Terminal]):
 
     @property
     def exit_code(self) -> int | None:
+        """As `Terminal.exit_code`: `-N` for signal N, None while running or when unknown."""
         return self._async.exit_code
+
+    @property
+    def ended(self) -> bool:
+        """Whether the process has ended (`close()` included)."""
+        return self._async.ended
 
     @property
     def async_terminal(self) -> Terminal:
@@ -185,7 +247,7 @@ class BlockingTerminal(_Blocking[Terminal]):
 class BlockingCommands(_Blocking[Commands]):
     """Blocking twin of `Commands` (`SandboxSession.commands`)."""
 
-    run = twin(Commands.run)
+    run = twin(Commands.run, callbacks=("on_output",))
     run_bytes = twin(Commands.run_bytes)
     run_offloaded = twin(Commands.run_offloaded)
     start_background = twin(Commands.start_background, wrap=BlockingBackgroundProcess)
@@ -224,6 +286,16 @@ class BlockingTerminals(_Blocking[Terminals]):
 
     open = twin(Terminals.open, wrap=BlockingTerminal)
     attach = twin(Terminals.attach, wrap=BlockingTerminal)
+
+
+class BlockingCode(_Blocking[CodeInterpreter]):
+    """Blocking twin of `CodeInterpreter` (`SandboxSession.code`)."""
+
+    run = twin(CodeInterpreter.run)
+    create_context = twin(CodeInterpreter.create_context)
+    contexts = twin(CodeInterpreter.contexts)
+    delete_context = twin(CodeInterpreter.delete_context)
+    interrupt = twin(CodeInterpreter.interrupt)
 
 
 class SandboxSession(SessionInfo):
@@ -266,6 +338,9 @@ class SandboxSession(SessionInfo):
         """Files: read, write, stat, list, walk, glob, grep, edit, batches and uploads."""
         self.terminals = BlockingTerminals(self._async.terminals)
         """Interactive terminals: `open` and `attach`."""
+        self.code = BlockingCode(self._async.code)
+        """Code in Jupyter kernels: `run`, `create_context`, `contexts`, `delete_context`,
+        `interrupt`."""
 
     @classmethod
     def attach(cls, sandbox_id: str, **kwargs: Any) -> SandboxSession:

@@ -1,5 +1,8 @@
 """Building blocks for a framework adapter, framework-neutral (no I/O unless awaited).
 
+The `run_code` tool both packages give a model (`CodeTool`, its `CodeToolResult` of text and
+`CodeImage`s; docs/core.md, "Code as an agent's tool").
+
 Keyword tables and signatures (`SessionKeywords`, `takes_keywords`), a backend's lifecycle (`SessionHandle`), a command's output shaped for an agent
 (`run_for_agent`, `combined_output`, `PreviewLayout` for an output left in the sandbox), the commands and parsers
 behind `DirectoryLister` (`ls_argv`, `FIND_LISTING`, ...), batch transfers with per-file codes (`upload_checked`,
@@ -43,7 +46,6 @@ from ._agent._run import (
     run_for_agent,
     timed_out_output,
 )
-from ._agent._terminals import ScopedTerminalTools
 from ._agent._transfers import (
     TRANSFER_CODES,
     CheckedTransfer,
@@ -52,7 +54,10 @@ from ._agent._transfers import (
     transfer_code,
     upload_checked,
 )
+from ._code_tools._render import CodeImage, CodeToolResult
+from ._code_tools._tool import CodeTool
 from ._keywords import takes_keywords, takes_keywords_after_id
+from ._terminal_tools._scoped import ScopedTerminalTools
 from ._validate._calls import split_snapshot
 
 __all__ = [
@@ -67,6 +72,9 @@ __all__ = [
     "TRANSFER_ERRNOS",
     "AgentOutput",
     "CheckedTransfer",
+    "CodeImage",
+    "CodeTool",
+    "CodeToolResult",
     "CreatedSandboxes",
     "FileMatches",
     "OffloadView",

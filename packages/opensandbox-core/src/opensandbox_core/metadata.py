@@ -1,8 +1,9 @@
-"""The metadata keys every sandbox of this project carries, and what they say (no I/O).
+"""The metadata labels the core writes on every sandbox, and what they say (no I/O).
 
-`ADAPTER_KEY`, `LIBRARY_KEY`, `OWNER_KEY`, the Deep Agents thread keys, `DOCTOR_KEY` and seed
-004's `PYDANTIC_AI_CREATE_KEY`; `adapter_labels(adapter)` (what a package writes on a sandbox it
-creates) and `adapter_of(metadata)` (which package created one, older labels read too). The
+`LIBRARY_KEY`, `LIBRARY_VALUE`, `OWNER_KEY`, `ADAPTER_KEY`, `DOCTOR_KEY`; `adapter_labels(name)`
+(the label an adapter puts in a spec's metadata to name itself) and `adapter_of(metadata)` (which
+package created a sandbox). The default labels of keyed sandboxes and checkpoint copies are
+`opensandbox_core`'s `NAMESPACE_METADATA_KEY`, `KEY_METADATA_KEY` and `COPY_OF_METADATA_KEY`. The
 table is in `docs/core.md#sandbox-metadata`. The names stay the same within a minor version.
 """
 

@@ -2,7 +2,8 @@
 
 `OpenSandbox` is the capability to give an agent; `OpenSandboxBackend` is the workspace backend, for
 applications that create or attach to a sandbox themselves and pass it to a run as `workspace=`;
-`OpenSandboxTerminal` gives the model interactive terminals. The README is the guide.
+`OpenSandboxTerminal` gives the model interactive terminals; `OpenSandboxCodeInterpreter` a
+`run_code` tool (a Jupyter kernel in the sandbox, figures back as images). The README is the guide.
 
 Verified on 2026-11-29 with pydantic-ai-slim 2.62.0, pydantic-ai-harness 0.62.0 and
 opensandbox-server 1.1.1.
@@ -10,6 +11,7 @@ opensandbox-server 1.1.1.
 
 from ._backend import CREATE_METADATA_KEY, OpenSandboxBackend
 from ._capability import OpenSandbox
+from ._code import OpenSandboxCodeInterpreter
 from ._terminal import OpenSandboxTerminal
 
 __version__ = "0.2.0"
@@ -18,6 +20,7 @@ __all__ = [
     "CREATE_METADATA_KEY",
     "OpenSandbox",
     "OpenSandboxBackend",
+    "OpenSandboxCodeInterpreter",
     "OpenSandboxTerminal",
     "__version__",
 ]

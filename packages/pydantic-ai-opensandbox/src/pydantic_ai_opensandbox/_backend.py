@@ -42,7 +42,7 @@ from opensandbox_core import (
 from opensandbox_core import (
     validation as _validate,
 )
-from opensandbox_core.metadata import PYDANTIC_AI_CREATE_KEY, adapter_labels
+from opensandbox_core.metadata import adapter_labels
 
 from ._lifecycle import SessionLifecycle
 from ._translate import (
@@ -63,9 +63,11 @@ __all__ = ["CREATE_METADATA_KEY", "PROVIDER", "OpenSandboxBackend"]
 
 logger = logging.getLogger(__name__)
 
-CREATE_METADATA_KEY: Final = PYDANTIC_AI_CREATE_KEY
-"""Seed 004's entry (`true`) on every sandbox this package creates, besides the project's labels."""
-_CREATE_METADATA: Final = adapter_labels("pydantic-ai")  # CREATE_METADATA_KEY among them
+CREATE_METADATA_KEY: Final = "pydantic-ai-create"
+"""Seed 004's entry (`true`) on every sandbox this package creates, besides the core's labels."""
+_ADAPTER: Final = "pydantic-ai"
+"""This package's name in the core's `adapter` label (its `opensandbox.adapters` entry point)."""
+_CREATE_METADATA: Final = {**adapter_labels(_ADAPTER), CREATE_METADATA_KEY: "true"}
 DEFAULT_WORKING_DIR: Final = _defaults.WORKING_DIR
 DEFAULT_SANDBOX_TIMEOUT: Final = int(_defaults.LIFETIME)
 """Default `sandbox_timeout`: 30 minutes of disuse, the idle lifetime every package here uses."""

@@ -16,8 +16,8 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT, RunContext, Tool
 from pydantic_ai.toolsets import FunctionToolset
 
-from opensandbox_core import TerminalTools, TerminalToolSpec
-from opensandbox_core import validation as _validate
+from opensandbox_core import AsyncSandboxSession, TerminalTools, TerminalToolSpec
+from opensandbox_core.adapters import ScopedTerminalTools
 
 from ._backend import OpenSandboxBackend
 from ._capability import OpenSandbox, _innermost_backend
@@ -49,11 +49,12 @@ class OpenSandboxTerminal(AbstractCapability[AgentDepsT]):
     """End the run's terminals when it ends, instead of leaving them running."""
 
     _toolset: FunctionToolset[AgentDepsT] | None = field(default=None, init=False, repr=False)
-    _tools: dict[str, TerminalTools] = field(default_factory=dict, init=False, repr=False)
+    _scoped: ScopedTerminalTools = field(init=False, repr=False)
+    """The tools of each sandbox (the core's registry: carried on to a later run's session)."""
 
     def __post_init__(self) -> None:
         try:
-            _validate.positive_int(self.max_output, "max_output")
+            self._scoped = ScopedTerminalTools(self.max_output)
         except (TypeError, ValueError) as exc:
             raise UserError(str(exc)) from None
 
@@ -83,12 +84,7 @@ class OpenSandboxTerminal(AbstractCapability[AgentDepsT]):
         """The sandbox's tools, carried on from an earlier run on it (what the model has seen)."""
         session = backend.session
         assert session.id is not None  # the operation started the session
-        tools = self._tools.get(session.id)
-        if tools is None:
-            tools = self._tools[session.id] = TerminalTools(session, max_output=self.max_output)
-        elif tools.session is not session:
-            tools.rebind(session)
-        return tools
+        return self._scoped.of(session.id, session)
 
     async def wrap_run(
         self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler
@@ -98,9 +94,9 @@ class OpenSandboxTerminal(AbstractCapability[AgentDepsT]):
         finally:
             backend = _innermost_backend(ctx.workspace)
             session = getattr(backend, "session", None)
-            tools = self._tools.get(getattr(session, "id", None) or "")
-            if tools is not None and tools.session is session:
-                try:
-                    await (tools.close_all() if self.close_at_end else tools.detach_all())
+            sandbox_id = getattr(session, "id", None)
+            if isinstance(session, AsyncSandboxSession) and sandbox_id is not None:
+                try:  # the run's own tools only (not those another run rebound meanwhile)
+                    await self._scoped.let_go(sandbox_id, close=self.close_at_end, session=session)
                 except Exception as exc:  # never hides how the run ended
                     logger.warning("Could not let go of the run's terminals: %s", exc)

@@ -84,7 +84,9 @@ def _reaper(proc: subprocess.Popen[bytes]) -> threading.Event:
     return exited
 
 
-def run_foreground(h: Handler, req: dict) -> None:
+def run_foreground(h: Handler, req: dict, grace: float | None = None) -> None:
+    """`grace`: the hold after the last event (config.GRACE; /code's shell runs have none)."""
+    hold = config.GRACE if grace is None else grace
     cid = new_id()
     base = os.path.join(tmp_dir(), cid)
     out_path, err_path = base + ".stdout", base + ".stderr"
@@ -103,7 +105,7 @@ def run_foreground(h: Handler, req: dict) -> None:
         stream.start_pings()
         code = "127" if req.get("argv") else start_err
         stream.send(error_event(str(code), [start_err or ""]))
-        stream.finish(config.GRACE)
+        stream.finish(hold)
         return
     kernel = Kernel(cid, content(req), False, [out_path, err_path])
     kernel.pid, kernel.proc = proc.pid, proc
@@ -122,7 +124,7 @@ def run_foreground(h: Handler, req: dict) -> None:
         stream.send(complete_event(time.monotonic() - started))
     else:
         stream.send(error_event(str(code), [err]))
-    stream.finish(config.GRACE)
+    stream.finish(hold)
 
 
 def _stream_output(

@@ -84,3 +84,57 @@ def pty_config_problem() -> str | None:
         if value != value:  # NaN
             return f"{name}={os.environ.get(name)!r} is not a positive number"
     return None
+
+
+# -- the code interpreter, /code (interpreter.py, jupyter.py) --------------------------------------
+
+JUPYTER_HOST = os.environ.get("JUPYTER_HOST", "").strip()
+"""The Jupyter server execd drives (`--jupyter-host` too); empty: not configured."""
+JUPYTER_TOKEN = os.environ.get("JUPYTER_TOKEN", "").strip()
+
+# Each knob: env name -> (the real daemon's behaviour, the fixed one[, others]). The first value
+# is the default; OSB_EXECD_CODE_BUGS=fixed makes the second the default of every knob (a knob
+# set on its own still wins).
+CODE_KNOBS: dict[str, tuple[str, ...]] = {
+    # display_data (plt.show(), display()) dropped, or sent as a `result` event without a count
+    "OSB_EXECD_CODE_DISPLAY": ("dropped", "kept"),
+    # execution_complete at the first `idle` of any request on the kernel's WebSocket (often
+    # Jupyter's kernel_info nudge: before the run's output), or after the run's own idle, as
+    # the last event; `early`: always right after init (deterministic)
+    "OSB_EXECD_CODE_COMPLETE": ("first-idle", "last", "early"),
+    # the stream ends at the first 100 ms tick after the reply (or a result/error) was seen, and
+    # output arriving later is dropped; or it ends once the run's own idle has come too
+    "OSB_EXECD_CODE_LATE_OUTPUT": ("lost", "kept"),
+    # a kernel that dies (and is restarted by Jupyter) leaves the stream open for good and the
+    # context busy; or the stream ends with an `error` event and the context is free
+    "OSB_EXECD_CODE_KERNEL_DEATH": ("hang", "error"),
+    # a run in a busy context: 200, init, a bare {"code","message"} object; or an `error` event
+    "OSB_EXECD_CODE_BUSY": ("bare", "event"),
+    # no kernelspec for the language (or no Jupyter): POST /code/context (and a run that needs
+    # a default context) never answers; or a 500 at once
+    "OSB_EXECD_CODE_NO_KERNEL": ("hang", "error"),
+    # a context's cwd is created but the kernel stays in Jupyter's root; or the kernel chdirs
+    "OSB_EXECD_CODE_CWD": ("ignored", "applied"),
+    # /code with an unknown context id: 500 RUNTIME_ERROR; or 404 CONTEXT_NOT_FOUND
+    "OSB_EXECD_CODE_UNKNOWN_ID": ("500", "404"),
+    # /code without a language runs the code as a shell command; or in the language's (an id's
+    # context, else python's) default context
+    "OSB_EXECD_CODE_NO_CONTEXT": ("command", "python"),
+}
+CODE_BUGS = os.environ.get("OSB_EXECD_CODE_BUGS", "").strip() or "real"
+
+
+def code_knob(name: str) -> str:
+    """A /code knob's value (CODE_KNOBS): env `name`, else its default under CODE_BUGS."""
+    values = CODE_KNOBS[name]
+    return os.environ.get(name, "").strip() or (values[1] if CODE_BUGS == "fixed" else values[0])
+
+
+def code_config_problem() -> str | None:
+    """Why the /code settings from the environment cannot be used (the daemon refuses to start)."""
+    if CODE_BUGS not in ("real", "fixed"):
+        return f"OSB_EXECD_CODE_BUGS={CODE_BUGS!r} is not one of real, fixed"
+    for name, values in CODE_KNOBS.items():
+        if code_knob(name) not in values:
+            return f"{name}={code_knob(name)!r} is not one of {', '.join(values)}"
+    return None

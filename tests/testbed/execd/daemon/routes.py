@@ -17,6 +17,7 @@ from . import (
     config,
     download,
     files,
+    interpreter,
     metrics,
     proxy,
     pty,
@@ -71,6 +72,14 @@ ROUTES: list[tuple[str, str, Route]] = [
     ("GET", "/pty/{id}", pty.pty_status),
     ("DELETE", "/pty/{id}", pty.pty_delete),
     ("GET", "/pty/{id}/ws", pty.pty_ws),
+    # interpreter.py (the code interpreter, through the Jupyter server: jupyter.py)
+    ("POST", "/code", interpreter.run_code),
+    ("DELETE", "/code", interpreter.interrupt_code),
+    ("POST", "/code/context", interpreter.create_context),
+    ("GET", "/code/contexts", interpreter.list_contexts),
+    ("DELETE", "/code/contexts", interpreter.delete_contexts),
+    ("GET", "/code/contexts/{id}", interpreter.get_context),
+    ("DELETE", "/code/contexts/{id}", interpreter.delete_context),
 ]
 
 _PREFIXES = [(p[:-1], r) for m, p, r in ROUTES if m == "*"]

@@ -32,8 +32,14 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--access-token", default=config.ACCESS_TOKEN)
     ap.add_argument("--graceful-shutdown-timeout", default=None)
     ap.add_argument("--log-level", default=None)
+    ap.add_argument("--jupyter-host", default=None)
+    ap.add_argument("--jupyter-token", default=None)
     args, _unknown = ap.parse_known_args(argv)
     config.ACCESS_TOKEN = args.access_token or ""
+    if args.jupyter_host is not None:
+        config.JUPYTER_HOST = args.jupyter_host
+    if args.jupyter_token is not None:
+        config.JUPYTER_TOKEN = args.jupyter_token
     if args.graceful_shutdown_timeout is not None:
         config.GRACE = go_duration(args.graceful_shutdown_timeout)
     if config.PROFILE not in config.PROFILES:
@@ -42,7 +48,7 @@ def main(argv: list[str]) -> int:
             f"set it to one of {', '.join(config.PROFILES)} (or leave it unset for 1.0.19).\n"
         )
         return 2
-    problem = config.pty_config_problem()
+    problem = config.pty_config_problem() or config.code_config_problem()
     if problem:
         sys.stderr.write(f"execd: {problem}.\n")
         return 2

@@ -26,7 +26,9 @@ logger = logging.getLogger(__name__)
 
 WARNED_REBUILT: set[str | None] = set()
 """Sandbox ids already warned about output rebuilt from line events (a process-wide cache keyed
-on the sandbox id, so that the warning is logged once per sandbox)."""
+on the sandbox id, so that the warning is logged once per sandbox; emptied at `_WARNED_MAX`, after
+which a sandbox may be warned about once more)."""
+_WARNED_MAX = 4096
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,8 @@ async def _from_execd_files(
         ctx.execd.read_head(base + ".stderr", cap + 1),
     )
     if (raw_out is None or raw_err is None) and run.sandbox_id not in WARNED_REBUILT:
+        if len(WARNED_REBUILT) >= _WARNED_MAX:
+            WARNED_REBUILT.clear()
         WARNED_REBUILT.add(run.sandbox_id)
         logger.warning(
             "Sandbox %s: the raw output files of command %s were not found, so its output "

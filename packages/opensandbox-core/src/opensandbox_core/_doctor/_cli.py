@@ -15,6 +15,7 @@ from typing import Final
 
 from opensandbox_core._config import Connection
 from opensandbox_core._defaults import ENV_API_KEY, ENV_DOMAIN
+from opensandbox_core._entry_points import installed_adapters
 from opensandbox_core._errors import OpenSandboxError
 from opensandbox_core._metadata import OWNER_KEY
 
@@ -22,14 +23,10 @@ from ._context import DEFAULT_IMAGE, DEFAULT_STALE_AFTER, DoctorOptions, parse_d
 from ._registry import run_doctor
 from ._report import ProgressPrinter, json_document
 
-__all__ = ["main", "versions"]
+__all__ = ["distributions", "main", "versions"]
 
-DISTRIBUTIONS: Final = (
-    "opensandbox-core",
-    "deepagents-opensandbox-backend",
-    "pydantic-ai-opensandbox",
-    "opensandbox",
-)
+CORE: Final = "opensandbox-core"
+SDK: Final = "opensandbox"
 
 IDLE_RULE: Final = (
     "Sandboxes are judged by idle time and owner, never by age alone, from what the server "
@@ -42,10 +39,17 @@ IDLE_RULE: Final = (
 )
 
 
+def distributions() -> list[str]:
+    """The core, the distributions of the installed adapters (their `opensandbox.adapters`
+    entry points, by adapter name) and the SDK."""
+    adapters = [a.distribution for a in installed_adapters() if a.distribution is not None]
+    return [CORE, *dict.fromkeys(adapters), SDK]
+
+
 def versions() -> list[tuple[str, str]]:
-    """(distribution, version) for the three packages, the SDK and Python."""
+    """(distribution, version) for the core, the installed adapters, the SDK and Python."""
     found = []
-    for name in DISTRIBUTIONS:
+    for name in distributions():
         try:
             found.append((name, metadata.version(name)))
         except metadata.PackageNotFoundError:

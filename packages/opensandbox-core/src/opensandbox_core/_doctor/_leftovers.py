@@ -1,8 +1,9 @@
 """The leftovers check: sandboxes these packages created and nobody uses any more.
 
 Every package's sandboxes are found (by the project's `opensandbox-agents.library` label, which
-each of them has always written), and counted by the package that made it (`SandboxSummary.adapter`,
-which reads the older labels of sandboxes made before the `adapter` label).
+each of them has always written, 0.2.0 included), and counted by the package that made it
+(`SandboxSummary.adapter`: the `opensandbox-agents.adapter` label; `unlabelled` for a sandbox
+made before that label existed).
 
 Judged by idle time and owner, never by age alone (the rule is `opensandbox_core._admin`'s): dead
 and expired sandboxes count as idle; an expiring one is kept (it is renewed while used and the

@@ -33,7 +33,7 @@ from opensandbox_core._commands._run import CommandRunner
 from opensandbox_core._errors import new_path_error
 from opensandbox_core._types import FileMatch
 
-__all__ = ["WALK", "compile_glob", "glob", "parse_walk", "walk_files"]
+__all__ = ["WALK", "compile_glob", "glob", "name_patterns", "parse_walk", "walk_files"]
 
 WALK: Final = r"""
 if ! cd -P -- "$1" 2>/dev/null; then
@@ -114,15 +114,19 @@ async def glob(commands: CommandRunner, pattern: str, path: str) -> list[FileMat
 
 
 def compile_glob(pattern: str) -> Callable[[str], bool]:
-    """A matcher for relative paths (`a/b/c.py`), in this dialect:
+    """A matcher for relative paths (`a/b/c.py`): the core's one glob dialect, that of
+    `files.glob` and `files.grep` (docs/core.md, "Finding files"):
 
     - a pattern without `/` matches the file's name at any depth (`*.py`); one with `/`
-      matches the whole relative path (`src/*.py`, `src/**/test_*.py`);
+      matches the whole relative path (`src/*.py`, `src/**/test_*.py`; a leading `/` is
+      ignored);
     - `*` is any run of characters but `/`, `?` one character but `/`, `[abc]`, `[a-z]` and
-      `[!abc]` one of (or none of) a set, `{a,b}` either alternative (not nested);
+      `[!abc]` (or `[^abc]`) one of (or none of) a set, `{a,b}` either alternative (not
+      nested);
     - `**` as a whole segment is any number of directories, none included (`**/x`, `a/**/x`,
       `a/**`);
-    - names starting with `.` are matched like any other; everything else is literal.
+    - names starting with `.` are matched like any other; everything else is literal
+      (`\\` too), and a `[` or `{` that is not closed is a literal character.
     """
     _validate.glob_pattern(pattern)
     body = _translate(pattern.lstrip("/")) if "/" in pattern else _translate(pattern)
@@ -130,6 +134,75 @@ def compile_glob(pattern: str) -> Callable[[str], bool]:
     if "/" in pattern:
         return lambda relative: compiled.fullmatch(relative) is not None
     return lambda relative: compiled.fullmatch(relative.rsplit("/", 1)[-1]) is not None
+
+
+def name_patterns(pattern: str, *, most: int = 64) -> list[str] | None:
+    """The same glob without `/` as shell patterns (`find -name`, `case`; braces expanded into
+    alternatives): a name matches the glob when it matches any of them. Only `*`, braces and
+    literal characters are written so; None for a glob with `/`, with `?` or a set (`[...]`:
+    a shell without multibyte support, dash or busybox, would take one byte for one
+    character), or with more than `most` alternatives: then only `compile_glob` decides."""
+    _validate.glob_pattern(pattern)
+    if "/" in pattern:
+        return None
+    out = [""]
+    for token in _tokens(pattern):
+        if isinstance(token, _Alternatives):
+            shells = [_shell(option) for option in token.options]
+            if None in shells:
+                return None
+            out = [done + more for done in out for more in shells if more is not None]
+        else:
+            piece = _shell([token])
+            if piece is None:
+                return None
+            out = [done + piece for done in out]
+        if len(out) > most:
+            return None
+    return out
+
+
+# -- the dialect: a segment read as tokens, written as a regular expression or shell pattern --
+class _Set:
+    """`[...]`: one character of (or, `negate`, not of) `members` (as written)."""
+
+    def __init__(self, members: str, negate: bool) -> None:
+        self.members, self.negate = members, negate
+
+
+class _Alternatives:
+    """`{a,b}`: each option a token list (braces do not nest)."""
+
+    def __init__(self, options: list[list[_Token]]) -> None:
+        self.options = options
+
+
+_Token = str | _Set | _Alternatives
+_WILD = frozenset("*?")
+
+
+def _tokens(segment: str) -> list[_Token]:
+    """The tokens of one segment (no `/`); a wildcard is `"*"` or `"?"`, a literal character is
+    `"=c"` (so that `*` and `=*` differ)."""
+    out: list[_Token] = []
+    i = 0
+    while i < len(segment):
+        char = segment[i]
+        if char in _WILD:
+            out.append(char)
+        elif char == "[" and (end := _class_end(segment, i)) > 0:
+            inner = segment[i + 1 : end]
+            negate = inner[:1] in ("!", "^")
+            out.append(_Set(inner[1:] if negate else inner, negate))
+            i = end
+        elif char == "{" and (end := segment.find("}", i)) > 0:
+            options = segment[i + 1 : end].split(",")
+            out.append(_Alternatives([_tokens(option) for option in options]))
+            i = end
+        else:
+            out.append("=" + char)
+        i += 1
+    return out
 
 
 def _translate(pattern: str) -> str:
@@ -141,34 +214,39 @@ def _translate(pattern: str) -> str:
         if segment == "**":
             parts.append(".*" if last else "(?:[^/]*/)*")
             continue
-        parts.append(_segment(segment) + ("" if last else "/"))
+        parts.append(_regex(_tokens(segment)) + ("" if last else "/"))
     return "".join(parts)
 
 
-def _segment(segment: str) -> str:
+def _regex(tokens: list[_Token]) -> str:
     out: list[str] = []
-    i = 0
-    while i < len(segment):
-        char = segment[i]
-        if char == "*":
-            out.append("[^/]*")
-        elif char == "?":
-            out.append("[^/]")
-        elif char == "[" and (end := _class_end(segment, i)) > 0:
-            inner = segment[i + 1 : end]
-            negate = inner[:1] in ("!", "^")
-            inner = inner[1:] if negate else inner
-            escaped = inner.replace("\\", "\\\\").replace("[", "\\[")
-            out.append(f"[{'^/' if negate else ''}{escaped}]")
-            i = end
-        elif char == "{" and (end := segment.find("}", i)) > 0:
-            options = segment[i + 1 : end].split(",")
-            out.append("(?:" + "|".join(_segment(option) for option in options) + ")")
-            i = end
+    for token in tokens:
+        if isinstance(token, _Set):
+            escaped = token.members.replace("\\", "\\\\").replace("[", "\\[")
+            out.append(f"[{'^/' if token.negate else ''}{escaped}]")
+        elif isinstance(token, _Alternatives):
+            out.append("(?:" + "|".join(_regex(option) for option in token.options) + ")")
+        elif token in _WILD:
+            out.append("[^/]*" if token == "*" else "[^/]")  # noqa: S105 - not a password
         else:
-            out.append(re.escape(char))
-        i += 1
+            out.append(re.escape(token[1:]))
     return "".join(out)
+
+
+def _shell(tokens: list[_Token]) -> str | None:
+    """The shell pattern of tokens without alternatives, or None (see `name_patterns`)."""
+    out: list[str] = []
+    for item in tokens:
+        if isinstance(item, _Alternatives | _Set) or item in _WILD - {"*"}:
+            # Nested braces are literal text in this dialect, and `?` or a set is one
+            # character, which byte-wise shells read as one byte: left to `compile_glob`.
+            return None
+        out.append(item if item == "*" else _escaped(item[1:]))
+    return "".join(out)
+
+
+def _escaped(char: str) -> str:
+    return "\\" + char if char in "*?[\\" else char
 
 
 def _class_end(segment: str, start: int) -> int:

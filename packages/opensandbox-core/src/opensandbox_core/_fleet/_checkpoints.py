@@ -13,7 +13,8 @@ the session that holds exactly that version's files:
   on. Each fork gets its own copy.
 
 A copy carries the namespace label, a fresh key label (so the owner's `KeyedSandboxes` never
-mistakes it for the owner's sandbox) and `COPY_OF_METADATA_KEY` = the owner's key digest;
+mistakes it for the owner's sandbox), `COPY_OF_METADATA_KEY` = the owner's key digest, and the
+caller's `labels` (an adapter's `adapter_labels`);
 `copies(owner)` finds them, and `destroy(owner, sandboxes)` deletes the owner's sandboxes, their
 copies and every snapshot taken of any of them. This process remembers which marker each sandbox
 holds, so a sandbox it wrote is not read again. Not supported: one version continued by two
@@ -30,7 +31,7 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from opensandbox_core._config import Connection
@@ -68,8 +69,8 @@ class CheckpointFiles:
 
     `attach(sandbox_id)` returns an unstarted session on an existing sandbox (default: an
     attached `AsyncSandboxSession` on `connection`); `lifetime`, `working_dir` and
-    `default_timeout` shape the restored copies. The labels are those of `KeyedSandboxes`.
-    Construction does no I/O.
+    `default_timeout` shape the restored copies. The labels are those of `KeyedSandboxes`;
+    `labels` go on every copy besides them. Construction does no I/O.
     """
 
     def __init__(
@@ -84,6 +85,7 @@ class CheckpointFiles:
         key_label: str = KEY_METADATA_KEY,
         namespace_label: str = NAMESPACE_METADATA_KEY,
         copy_label: str = COPY_OF_METADATA_KEY,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         self._connection = connection or Connection()
         self._namespace = namespace
@@ -96,6 +98,7 @@ class CheckpointFiles:
             "default_timeout": default_timeout,
         }
         self._labels = (namespace_label, key_label, copy_label)
+        self._extra = dict(labels or {})
         self._markers: dict[str, str] = {}  # sandbox id -> the marker this process knows it has
         self._sessions: dict[str, AsyncSandboxSession] = {}
 
@@ -142,7 +145,12 @@ class CheckpointFiles:
         restored = await restore_snapshot(
             version.snapshot_id,
             connection=self._connection,
-            metadata={namespace_label: self._namespace, key_label: fork_key, copy_label: owner},
+            metadata={
+                **self._extra,
+                namespace_label: self._namespace,
+                key_label: fork_key,
+                copy_label: owner,
+            },
             **self._restore,  # type: ignore[arg-type]
         )
         copy_id = await restored.start()

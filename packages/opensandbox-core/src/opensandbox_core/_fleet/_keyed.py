@@ -37,7 +37,7 @@ from opensandbox_core import _validate
 from opensandbox_core._config import Connection, SandboxSpec
 from opensandbox_core._errors import SandboxUnavailableError, ServerError
 from opensandbox_core._lifecycle._guard import CreateGuard
-from opensandbox_core._metadata import NAMESPACE_KEY
+from opensandbox_core._metadata import KEY_KEY, NAMESPACE_KEY
 from opensandbox_core._portal import close_everywhere, run_blocking
 from opensandbox_core._session import AsyncSandboxSession
 
@@ -49,7 +49,7 @@ logger = logging.getLogger(__name__)
 
 NAMESPACE_METADATA_KEY = NAMESPACE_KEY
 """Metadata label holding the `namespace` of the `KeyedSandboxes` that made the sandbox."""
-KEY_METADATA_KEY = "opensandbox-agents.key"
+KEY_METADATA_KEY = KEY_KEY
 """Default metadata label holding the digest of (namespace, key)."""
 
 _SETTLE_POLL = (0.2, 0.6)  # seconds, random: racers that both yielded do not retry in step

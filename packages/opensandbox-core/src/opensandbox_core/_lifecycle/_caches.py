@@ -10,7 +10,8 @@ while the sandbox lives, so it is learnt once per process instead of once per se
 starts with (domain, sandbox id): the server's address and the id it gave, which it never gives
 to another sandbox, so an entry can only go stale once its sandbox is gone; the session that
 destroys it calls `forget`. An entry for a sandbox destroyed elsewhere stays until the process
-ends (a few bytes; nothing asks for that sandbox again but to learn that it is gone).
+ends (a few bytes; nothing asks for that sandbox again but to learn that it is gone) or until
+it is the least recently used of `MAX_ENTRIES`: each cache is bounded, and thread-safe.
 
 These caches and `_commands._output.WARNED_REBUILT` are the core's only process-wide mutable
 state (`tests/unit/core/test_import_graph.py` keeps it so).
@@ -18,30 +19,80 @@ state (`tests/unit/core/test_import_graph.py` keeps it so).
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, MutableMapping
+from typing import Any, Final, TypeVar
 
-__all__ = ["SandboxCache", "forget"]
+__all__ = ["MAX_ENTRIES", "SandboxCache", "forget"]
 
 _K = TypeVar("_K", bound=tuple[Any, ...])
 _V = TypeVar("_V")
 
+MAX_ENTRIES: Final = 4096
+"""The most entries one cache keeps; the least recently used goes first (a long-lived process
+that meets many sandboxes relearns a verdict with one request, it does not grow)."""
 
-class SandboxCache(dict[_K, _V]):
+
+class SandboxCache(MutableMapping[_K, _V]):
     """A process-wide cache of one verdict per sandbox, keyed by a tuple that starts with
-    (domain, sandbox id) (see the module docstring); `what` says what it holds."""
+    (domain, sandbox id) (see the module docstring); `what` says what it holds. Thread-safe
+    (one lock; iterating walks a snapshot of the keys) and bounded (`MAX_ENTRIES`, least
+    recently used first out)."""
 
-    def __init__(self, what: str) -> None:
-        super().__init__()
+    def __init__(self, what: str, *, max_entries: int = MAX_ENTRIES) -> None:
         self.what = what
+        self.max_entries = max_entries
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[_K, _V] = OrderedDict()
         _CACHES.append(self)
 
     def __repr__(self) -> str:
         return f"SandboxCache({self.what!r}, {len(self)} entries)"
 
+    def __eq__(self, other: object) -> bool:  # one cache is itself, not any with its entries
+        return self is other
+
+    __hash__ = object.__hash__
+
+    def __getitem__(self, key: _K) -> _V:
+        with self._lock:
+            value = self._entries[key]
+            self._entries.move_to_end(key)
+            return value
+
+    def __setitem__(self, key: _K, value: _V) -> None:
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+
+    def __delitem__(self, key: _K) -> None:
+        with self._lock:
+            del self._entries[key]
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._entries
+
+    def __iter__(self) -> Iterator[_K]:
+        with self._lock:
+            return iter(list(self._entries))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
     def forget(self, domain: str, sandbox_id: str) -> None:
         """Drop every entry about the sandbox `sandbox_id` of the server at `domain`."""
-        for key in [k for k in self if k[:2] == (domain, sandbox_id)]:
-            self.pop(key, None)
+        with self._lock:
+            for key in [k for k in self._entries if k[:2] == (domain, sandbox_id)]:
+                del self._entries[key]
 
 
 _CACHES: list[SandboxCache[Any, Any]] = []

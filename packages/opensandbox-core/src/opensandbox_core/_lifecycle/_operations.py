@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from ._guard import CreateGuard, run_to_completion
+from ._loops import PerLoop
 
 if TYPE_CHECKING:
     from opensandbox import Sandbox
@@ -48,6 +49,10 @@ def running_on_asyncio() -> bool:
     return True
 
 
+async def _close_config(config: ConnectionConfig) -> None:
+    await config.close_transport_if_owned()
+
+
 class OperationScope:
     """Start, count and close around the operations on `session` (construction does no I/O).
 
@@ -67,7 +72,7 @@ class OperationScope:
         self.close_after_operation = close_after_operation
         """Close the clients when the last operation in flight ends."""
         self._operations = 0
-        self._sdk_configs: dict[asyncio.AbstractEventLoop, ConnectionConfig] = {}
+        self._sdk_configs: PerLoop[ConnectionConfig] = PerLoop(_close_config)
 
     @property
     def in_flight(self) -> int:
@@ -103,11 +108,9 @@ class OperationScope:
     def _shared_sdk_config(self) -> ConnectionConfig:
         """This loop's SDK config: its transport is the scope's, so a `Sandbox` never closes it
         (a config built with its `transport` given does not own it: the SDK's documented rule)."""
-        loop = asyncio.get_running_loop()
-        owned = self._sdk_configs.get(loop)
-        if owned is None:
-            owned = self.session.connection.build_sdk_config().with_transport_if_missing()
-            self._sdk_configs[loop] = owned
+        owned = self._sdk_configs.get_or_make(
+            lambda: self.session.connection.build_sdk_config().with_transport_if_missing()
+        )
         shared = type(owned)(**{name: getattr(owned, name) for name in owned.model_fields_set})
         assert not shared.owns_transport and shared.transport is owned.transport
         return shared
@@ -122,12 +125,7 @@ class OperationScope:
 
     async def _close_now(self) -> None:
         async def close() -> None:
-            loop = asyncio.get_running_loop()
-            config = self._sdk_configs.pop(loop, None)
-            for other in [lp for lp in self._sdk_configs if lp.is_closed()]:
-                self._sdk_configs.pop(other, None)
-            if config is not None:
-                await config.close_transport_if_owned()
+            await self._sdk_configs.close_current()
             await self.session.aclose()
 
         with contextlib.suppress(Exception):

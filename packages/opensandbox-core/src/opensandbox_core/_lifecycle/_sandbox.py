@@ -8,7 +8,8 @@ protocols it implements; `AsyncSandboxSession` delegates to it.
 
 Rules it keeps: nothing here does I/O before the first operation; the sandbox id never changes
 once known; HTTP clients are per event loop (httpx's async clients are bound to the loop that
-opened them), so one session serves the blocking façade's loop and the caller's loop alike.
+opened them), so one session serves the blocking façade's loop and the caller's loop alike, and
+a loop's clients are closed when that loop shuts down (`_loops.PerLoop`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from opensandbox_core._wire._framing import Framing
 
 from . import _caches, _pausing, _reach
 from ._lifetime import Renewal, renew_if_due
+from ._loops import PerLoop
 from ._startup import Creator
 
 if TYPE_CHECKING:
@@ -108,7 +110,7 @@ class SandboxLifecycle:
         self.paused = False
         self.ready: Ready | None = None
         self.output_dir: str | None = None  # where execd keeps raw command output (`_reach`)
-        self.loops: dict[asyncio.AbstractEventLoop, LoopClients] = {}
+        self.loops: PerLoop[LoopClients] = PerLoop(LoopClients.aclose)
         self.renewal = Renewal(last=float("-inf"))
         self.lifetime = spec.lifetime if spec is not None else None
         self._lock = threading.Lock()
@@ -176,19 +178,20 @@ class SandboxLifecycle:
 
     # -- clients and start -----------------------------------------------------------------
     def clients(self) -> LoopClients:
-        loop = asyncio.get_running_loop()
-        clients = self.loops.get(loop)
-        if clients is None:
-            from opensandbox.adapters.factory import AdapterFactory
-
-            config = self.connection.build_sdk_config().with_transport_if_missing()
-            clients = LoopClients(
-                sdk_config=config, sandboxes=AdapterFactory(config).create_sandbox_service()
-            )
-            self.loops[loop] = clients
+        """This loop's clients, made on first use and closed when the loop shuts down
+        (`_loops.PerLoop`: a session used from repeated `asyncio.run()` keeps no old ones)."""
+        clients = self.loops.get_or_make(self._new_clients)
         if clients.execd is None and self.ready is not None:
             clients.execd = self._new_execd(clients, self.ready.endpoint)
         return clients
+
+    def _new_clients(self) -> LoopClients:
+        from opensandbox.adapters.factory import AdapterFactory
+
+        config = self.connection.build_sdk_config().with_transport_if_missing()
+        return LoopClients(
+            sdk_config=config, sandboxes=AdapterFactory(config).create_sandbox_service()
+        )
 
     def _new_execd(self, clients: LoopClients, endpoint: ExecdEndpoint) -> ExecdClient:
         config = clients.sdk_config
@@ -365,14 +368,8 @@ class SandboxLifecycle:
         await self.aclose()
 
     async def aclose(self) -> None:
-        loop = asyncio.get_running_loop()
-        clients = self.loops.pop(loop, None)
-        # Clients of loops that are closed can no longer be awaited; drop them.
-        for other in [lp for lp in self.loops if lp.is_closed()]:
-            self.loops.pop(other, None)
-        if clients is None:
-            return
-        await clients.aclose()
+        """Close this loop's clients (those of loops closed since are dropped)."""
+        await self.loops.close_current()
 
     # -- renewal ---------------------------------------------------------------------------
     async def maybe_renew(self, clients: LoopClients) -> None:

@@ -7,10 +7,13 @@ What the daemons send (recorded frame by frame from execd v1.0.18 and v1.0.19, s
   printed), `0x02` stderr (pipe mode only), `0x03` replay: an 8-byte big-endian byte offset,
   then the kept output from that offset (sent once, before `connected`, on a reconnection);
 - text frames: a JSON object and a newline: `connected` (`session_id`, `mode`), `exit`
-  (`exit_code`, -1 when a signal ended the shell), `pong`, `error` (`code`, `error`).
+  (`exit_code`, -1 when a signal ended the shell, whichever it was), `pong`, `error` (`code`,
+  `error`).
 
-What a client sends: stdin as a binary frame (`0x00` + bytes), `resize`, `signal` and `ping` as
-JSON text frames. Anything else the daemon ignores (an unknown JSON `type` gets an `error`).
+What a client sends: stdin as a binary frame (`0x00` + bytes), `resize` and `ping` as JSON text
+frames. (execd also takes a `signal` frame, for the shell's process group only: the core does not
+send it; Ctrl-C is stdin 0x03.) Anything else the daemon ignores (an unknown JSON `type` gets an
+`error`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ __all__ = [
     "Replay",
     "decode",
     "resize_frame",
-    "signal_frame",
     "stdin_frame",
 ]
 
@@ -64,10 +66,13 @@ class Control:
     fields: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def exit_code(self) -> int:
-        """The exit code of an `exit` frame (-1 when it is missing or not a number)."""
+    def exit_code(self) -> int | None:
+        """The exit code of an `exit` frame; None when execd does not know it: -1 (a signal
+        ended the process, execd does not say which), missing or not a number."""
         code = self.fields.get("exit_code")
-        return code if isinstance(code, int) and not isinstance(code, bool) else -1
+        if isinstance(code, int) and not isinstance(code, bool) and code >= 0:
+            return code
+        return None
 
 
 def decode(message: bytes | str) -> Output | Replay | Control | None:
@@ -99,10 +104,3 @@ def stdin_frame(data: bytes) -> bytes:
 def resize_frame(cols: int, rows: int) -> str:
     """A new window size (execd applies it before the next stdin frame)."""
     return json.dumps({"type": "resize", "cols": cols, "rows": rows}, separators=(",", ":"))
-
-
-def signal_frame(name: str) -> str:
-    """A signal for the shell's process group (`SIGINT`, `SIGTERM`, `SIGKILL`, `SIGQUIT`,
-    `SIGHUP`). In pty mode that group is the shell alone, not the program in the foreground:
-    Ctrl-C is stdin 0x03 instead."""
-    return json.dumps({"type": "signal", "signal": name}, separators=(",", ":"))

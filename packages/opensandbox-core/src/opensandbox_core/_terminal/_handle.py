@@ -40,11 +40,14 @@ _MAX_HELD: Final = 64 << 20
 """Unread output held at most (bytes); beyond it the handle stops reading from the connection,
 so the program in the terminal waits (as it would on a real terminal nobody reads)."""
 _SEND_WAIT: Final = 30.0  # how long a keystroke waits for a dropped connection to come back
+REGEX_REACH: Final = 64 << 10
+"""How far back (bytes) `expect` searches again for a regular expression in output it has
+already searched, when more arrives (a literal is searched again only where it could start)."""
 
 
 class Terminal:
-    """An interactive terminal in the sandbox: `AsyncSandboxSession.open_terminal(...)` or
-    `attach_terminal(id)`.
+    """An interactive terminal in the sandbox: `session.terminals.open(...)` or
+    `session.terminals.attach(id)`.
 
     ```python
     async with session.terminals.open() as term:
@@ -54,7 +57,7 @@ class Terminal:
         await term.expect("hello Ada")
     ```
 
-    `id` reaches the terminal again from any session on the sandbox (`attach_terminal`). Enter
+    `id` reaches the terminal again from any session on the sandbox (`terminals.attach`). Enter
     is `"\\r"`; output is bytes, with the terminal's `"\\r\\n"` line endings.
     """
 
@@ -91,8 +94,16 @@ class Terminal:
 
     @property
     def exit_code(self) -> int | None:
-        """The process's exit code once it has ended (-1: a signal ended it), else None."""
+        """The process's exit code once it has ended, as `subprocess` gives it: the exit
+        status, or `-N` when signal N ended it. None while it runs, and when its end is not
+        known (`close()` ended it, or it ended without the core's setup seeing it: see
+        `ended`)."""
         return self._keeper.exit_code
+
+    @property
+    def ended(self) -> bool:
+        """Whether the process has ended (as far as this handle saw, `close()` included)."""
+        return self._keeper.done
 
     def _arrived(self, data: bytes) -> None:
         if not data:
@@ -118,15 +129,18 @@ class Terminal:
         if self._state != "open":
             return TerminalClosedError(
                 f"Terminal {self.id} was {self._state} by this handle; reach it again with "
-                "attach_terminal(id)"
+                "terminals.attach(id)"
                 + (" (it is closed for good)." if self._state == "closed" else "."),
                 exit_code=keeper.exit_code,
                 output=bytes(self._pending),
             )
-        if keeper.exit_code is not None:
+        if keeper.done:
+            code = keeper.exit_code
             return TerminalClosedError(
-                f"The process of terminal {self.id} has exited (exit code {keeper.exit_code}).",
-                exit_code=keeper.exit_code,
+                f"The process of terminal {self.id} has ended ("
+                + ("exit code unknown" if code is None else f"exit code {code}")
+                + ").",
+                exit_code=code,
                 output=bytes(self._pending),
             )
         return None
@@ -202,45 +216,66 @@ class Terminal:
         to the end of the match, and return the match.
 
         A str (as UTF-8) or bytes is matched literally (`"$ "`, `"[Y/n]"` mean what they say);
-        pass `re.compile(rb"...")` for a regular expression (the match's `string` is the output
-        searched). On timeout, `TerminalTimeoutError` (a `TimeoutError`) whose `output` is what
-        was seen; if the process ends first, `TerminalClosedError` with `output` and
-        `exit_code`. Nothing is consumed when no match is found.
+        pass `re.compile(rb"...")` for a regular expression. The match's `string` starts with
+        the output since the last match (it may hold some of what follows the match). On
+        timeout, `TerminalTimeoutError` (a `TimeoutError`) whose `output` is what was seen; if
+        the process ends first, `TerminalClosedError` with `output` and `exit_code`. Nothing is
+        consumed when no match is found.
+
+        Each time output arrives, only the new output is searched (for a literal, from where it
+        could start; for a regular expression, from `REGEX_REACH`, 64 KiB, before it): a
+        regular expression whose match spans more than that of output that arrived earlier
+        is not found, unless that output arrived before the call (which searches it whole).
         """
         regex = _validate.terminal_pattern(pattern)
         limit = _validate.terminal_wait(timeout, allow_none=False)
         assert limit is not None
-        literal = not isinstance(pattern, re.Pattern)
-        width = len(regex.pattern) if literal else 0
+        reach = (
+            REGEX_REACH
+            if isinstance(pattern, re.Pattern)
+            else len(_validate.terminal_input(pattern)) - 1
+        )
         loop = asyncio.get_running_loop()
         deadline = loop.time() + limit
         start = 0
         while True:
-            data = bytes(self._pending)
-            found = regex.search(data, start)
+            found = self._search(regex, start)
             if found is not None:
                 self._consumed(found.end())
                 return found
-            if literal:  # a literal match cannot start before this next time
-                start = max(0, len(data) - width + 1)
+            start = max(0, len(self._pending) - reach)  # no match starts before this
             finished = self._finished()
             if finished is not None:
                 raise finished
             if loop.time() >= deadline:
                 raise TerminalTimeoutError(
                     f"{pattern!r} did not appear in terminal {self.id} within {limit:g} s "
-                    f"({len(data)} bytes of output since the last match, in `output`).",
-                    output=data,
+                    f"({len(self._pending)} bytes of output since the last match, in "
+                    "`output`).",
+                    output=bytes(self._pending),
                 )
             await self._changed_within(deadline - loop.time())
 
-    async def wait(self, timeout: float | None = None) -> int:
-        """Wait until the process ends and return its exit code (-1: ended by a signal).
-        Output keeps arriving meanwhile and stays readable afterwards."""
+    def _search(self, regex: re.Pattern[bytes], start: int) -> re.Match[bytes] | None:
+        """The first match in the unread output at or after `start`, on a copy of the output up
+        to its end (the buffer itself is searched in place: no copy while nothing matches)."""
+        found = regex.search(self._pending, start)
+        if found is None:
+            return None
+        span = found.span()
+        match = regex.search(bytes(self._pending[: span[1]]), span[0])
+        if match is None or match.span() != span:  # it looked past its end (`$`, lookahead)
+            match = regex.search(bytes(self._pending), span[0])
+        return match
+
+    async def wait(self, timeout: float | None = None) -> int | None:
+        """Wait until the process ends and return its exit code (`-N`: signal N ended it;
+        None: it ended, but how is not known, see `exit_code`). Output keeps arriving meanwhile
+        and stays readable afterwards."""
         limit = _validate.terminal_wait(timeout, allow_none=True)
         loop = asyncio.get_running_loop()
         deadline = None if limit is None else loop.time() + limit
-        while self._keeper.exit_code is None:
+        while not self._keeper.done:
             finished = self._finished()
             if finished is not None:
                 raise finished
@@ -254,7 +289,7 @@ class Terminal:
 
     # -- letting go --------------------------------------------------------------------------
     async def detach(self) -> None:
-        """Let go of the connection; the process keeps running, and `attach_terminal(id)`
+        """Let go of the connection; the process keeps running, and `terminals.attach(id)`
         reaches it again (with what it printed meanwhile). Idempotent."""
         if self._state == "open":
             self._state = "detached"
@@ -263,19 +298,19 @@ class Terminal:
 
     async def close(self) -> None:
         """End the process (its whole process group) and delete the terminal in execd; the
-        output already read stays readable. Idempotent."""
+        output already read stays readable. Idempotent. `exit_code` stays what it was: None
+        unless the process had ended before (execd does not say how it ended it)."""
         if self._state == "closed":
             return
         self._state = "closed"
         self._changed.set()
         try:
             await asyncio.shield(self._keeper.delete())
+            self._keeper.done = True  # the delete ended it (SIGKILL), if it still ran
         except Exception as exc:
             await self._life.fail(exc, "close a terminal", execd=self._keeper.execd)
         finally:
             await self._keeper.stop()
-            if self._keeper.exit_code is None and self._keeper.problem is None:
-                self._keeper.exit_code = -1  # execd kills the process group with SIGKILL
 
     async def __aenter__(self) -> Terminal:
         return self

@@ -8,8 +8,9 @@ output (`_script.OutputFilter`), and hands the terminal each new output byte onc
   asked first (`GET /pty/{id}`) whether the terminal still exists and still runs;
 - the end mark of the core's setup (see `_script`) is acknowledged as soon as it arrives, so the
   process exits only once all its output has been read;
-- a process that ended without the mark (killed by a signal, or `exec`'d away from the setup),
-  or while no connection was up, may have left bytes in execd's replay buffer that the live
+- the end mark carries the exit code (see `_script`); a process that ended without it (the
+  wrapper killed, or `exec`'d away from the setup) has none that is known (execd's -1 does not
+  say which signal), and it, or one that ended while no connection was up, may have left bytes in execd's replay buffer that the live
   stream never carried: they are fetched with one more connection (`since=`, up to the
   `output_offset` execd reports), and since that connection starts a new shell (execd starts
   a terminal's process again on the next connection after it ended), the keeper then deletes
@@ -90,7 +91,8 @@ class Keeper:
         self.execd = execd
         self.life = life
         self.filter = OutputFilter(terminal_id, setup=setup)
-        self.exit_code: int | None = None
+        self.exit_code: int | None = None  # known once `done` (None: ended, code unknown)
+        self.done = False  # the process has ended (or `close()` ended it)
         self.problem: OpenSandboxError | None = None
         self.link: Link | None = None
         self._on_output = on_output
@@ -147,7 +149,7 @@ class Keeper:
 
     async def _renewing(self) -> None:
         """A terminal in use is the sandbox in use: renew it (when due) as keep-alives go."""
-        while self.exit_code is None and self.problem is None:
+        while not self.done and self.problem is None:
             await asyncio.sleep(KEEPALIVE)
             try:
                 await self.life.renew_once()
@@ -166,7 +168,7 @@ class Keeper:
                     return
                 if link.reason == "taken-over":
                     raise TerminalTakenOverError(
-                        f"Terminal {self.id} was taken over by another client (attach_terminal "
+                        f"Terminal {self.id} was taken over by another client (terminals.attach "
                         "elsewhere); this handle can no longer use it."
                     )
                 if link.reason == "closed" or not await self._recover():
@@ -179,7 +181,7 @@ class Keeper:
                 return
 
     def _fail(self, problem: OpenSandboxError) -> None:
-        if self.problem is None and self.exit_code is None:
+        if self.problem is None and not self.done:
             self.problem = problem
         self._on_change()
 
@@ -191,14 +193,15 @@ class Keeper:
         )
 
     def ended(self, exit_code: int | None) -> None:
-        """The process has ended with `exit_code` (None: unknown, taken as -1)."""
-        if self.exit_code is None and self.problem is None:
-            self.exit_code = -1 if exit_code is None else exit_code
+        """The process has ended with `exit_code` (None: unknown)."""
+        if not self.done and self.problem is None:
+            self.done = True
+            self.exit_code = exit_code
         self._on_change()
 
     # -- the end ---------------------------------------------------------------------------
     async def _after_exit(self, frame_code: int | None) -> None:
-        code = frame_code if frame_code is not None else self.filter.end_status
+        """The `exit` frame came: the end mark's code, else execd's (None for a signal)."""
         if not self.filter.ended:  # no end mark: the last bytes may be in the replay only
             try:
                 status = await self.status()
@@ -206,7 +209,7 @@ class Keeper:
                     await self.fetch_rest(status[1])
             except Exception as exc:
                 logger.warning("could not check terminal %s for lost output (%s)", self.id, exc)
-        self.ended(code)
+        self.ended(self.filter.end_status if self.filter.ended else frame_code)
 
     async def fetch_rest(self, upto: int) -> None:
         """Read the kept output up to `upto` that the live stream did not carry, then delete

@@ -1,5 +1,5 @@
-"""Opening a terminal and attaching to one: `AsyncSandboxSession.open_terminal` and
-`attach_terminal`.
+"""Opening a terminal and attaching to one: `session.terminals.open` and
+`session.terminals.attach` (`_facet`).
 
 Opening: `POST /pty` (with the `cwd`), one connection, the window size, the setup line typed
 once the shell's first prompt is there (`_script`), and the handle is returned once the setup

@@ -10,27 +10,41 @@ execd starts an interactive `bash` at a terminal's first connection (v1.0.19 can
   too).
 
 So the core types one setup line into the new shell (echo hidden, see below), which ends the
-same way on both generations:
+same way on both generations: it `exec`s a wrapper (a `bash -c`, `_wrapper`) that runs the
+terminal's program as its child and then
 
-- interactive (`command=None`): an `EXIT` trap that prints an end mark with the exit status
-  and then waits for the client's acknowledgement (one byte, `ACK`);
-- a command: `exec` of a `bash -c` wrapper that runs the command (in a `bash -c` of its own, so
-  Ctrl-C reaches it as it would the command alone), prints the end mark with its status and
-  waits for the acknowledgement, then ends as the command did: a status of 129-143 of a signal
-  that kills (HUP, INT, QUIT, ABRT, KILL, PIPE, TERM) is re-raised, so execd reports -1 as for
-  a command killed by a signal (and the end mark says -1 too: it always carries the exit code
-  execd will report).
+- prints an end mark with the program's exit code, and waits for the client's acknowledgement
+  (one byte, `ACK`): the client acknowledges once it has read the end mark, so every byte before
+  it has arrived; only then does the process exit;
+- ends as the program did (a signal that killed the program is raised again), so execd's own
+  exit frame agrees as far as it can.
 
-The client acknowledges once it has read the end mark, so every byte before it has arrived;
-the process exits only then. A connection after the end starts a plain shell, never the
-command again. The wrapper never passes `command` to execd: one path for both generations.
+The program is a `bash -c` of the command (Ctrl-C reaches it as it would the command alone), or
+an interactive `bash` (`command=None`; its first prompt prints the ready mark). A connection
+after the end starts a plain shell, never the command again. The wrapper never passes `command`
+to execd: one path for both generations.
+
+Exit codes as `subprocess` gives them: the exit status, or `-N` when signal N killed the
+program. execd says only -1 for any signal, and bash's `$?` cannot tell `exit 143` from SIGTERM,
+so the program's parent is a small perl waiter (`_WAITER`) that reads the real wait status and
+hands it to the wrapper; it also takes the terminal back for the wrapper when an interactive
+shell was killed while it had the terminal (job control). Images without perl (every Debian and
+Ubuntu image has it, as `perl-base`) fall back to bash's `$?`, with 129-143 of the signals that
+kill (HUP, INT, QUIT, ABRT, KILL, PIPE, TERM) read as those signals. `DELETE /pty` kills the
+wrapper's process group (the wrapper, the waiter, a command); an interactive shell and its jobs
+are in groups of their own (job control), and end as under execd's own shell: the kernel hangs
+up the terminal's foreground group when its session leader, the wrapper, is gone.
 
 The line is one `eval` of one word in `$'...'` quoting, printable ASCII only (`\\xHH` for the
 rest, `!` included), so readline inserts every character as typed (no completion, history
 expansion or key bindings) and every byte of the command reaches bash exactly. It also gives
-the terminal's programs SIGINT and SIGQUIT at their defaults (`_DEFAULT_SIGNALS`). The setup ends by printing the ready mark;
-`OutputFilter` drops what came before it (the first prompt, the echo) and the end mark, so the
+the terminal's programs SIGINT and SIGQUIT at their defaults (`_DEFAULT_SIGNALS`). The setup
+ends by printing the ready mark; `OutputFilter` drops what came before it (the first prompt, the echo) and the end mark, so the
 terminal's output is exactly what its program printed.
+
+What the end mark says is the exit code (`OutputFilter.end_status`). A process that ends without
+it (the wrapper killed: `DELETE /pty`, a `kill` of the terminal's process group) has no known
+exit code: execd's -1 does not say which signal.
 """
 
 from __future__ import annotations
@@ -46,6 +60,20 @@ _MARK: Final = "\x1b]6464;{id};"  # an OSC sequence that terminals ignore
 _SAFE: Final = frozenset(set(range(0x20, 0x7F)) - set(b"'\\!"))
 _WAIT_ACK: Final = "while read -rsn1 k; do [ \"$k\" = $'\\006' ] && break; done"
 _SIGNAL_STATUS: Final = "129|130|131|134|137|141|143"
+_WAITER: Final = (
+    "use POSIX (); my $ready = shift; my $g = getpgrp; "
+    "$SIG{INT} = $SIG{QUIT} = $SIG{TTOU} = q(IGNORE); my $p = fork; exit 1 unless defined $p; "
+    "if ($p == 0) { $SIG{INT} = $SIG{QUIT} = $SIG{TTOU} = q(DEFAULT); POSIX::close(3); "
+    "syswrite(STDOUT, $ready); exec {$ARGV[0]} @ARGV; POSIX::_exit(127) } "
+    "my $r; do { $r = waitpid($p, 0) } while ($r < 0 && $!{EINTR}); exit 1 if $r != $p; "
+    "my $s = $?; POSIX::tcsetpgrp(0, $g) if -t STDIN; open(my $o, q(>&=3)) or exit 1; "
+    "print $o ($s & 127 ? -($s & 127) : $s >> 8)"
+)
+"""`perl -e _WAITER READY CMD...`: print READY and run CMD as a child (SIGINT, SIGQUIT at their
+defaults; the waiter ignores them, as a shell waiting for a command does), wait for it, give the
+terminal's foreground back to the waiter's process group, and write CMD's exit code to fd 3 as
+`subprocess` gives it (`-N`: signal N). The child does not inherit fd 3; it prints READY (the
+ready mark, or nothing) right before it becomes CMD, so a Ctrl-C after the mark reaches CMD."""
 _DEFAULT_SIGNALS: Final = (
     "osb_exec() { if env --default-signal=INT,QUIT true 2>/dev/null; then "
     'exec env --default-signal=INT,QUIT "$@"; fi; '
@@ -85,33 +113,48 @@ def _typed(script: str) -> bytes:
     return f" eval {quoted(script)}\r".encode()
 
 
-def interactive_line(terminal_id: str, *, cwd: str | None = None) -> bytes:
-    """The setup line of an interactive shell (Enter included): a new interactive bash in
-    place of execd's (`exec`, same process) with Ctrl-C working, whose first prompt sets the
-    `EXIT` trap and prints the ready mark."""
-    on_exit = f"{_printf_mark(terminal_id, 'exit', '$?')}; {_WAIT_ACK}"
-    first_prompt = (
-        f"unset PROMPT_COMMAND; trap {quoted(on_exit)} EXIT; {_printf_mark(terminal_id, 'ready')}"
+def _wrapper(terminal_id: str, *, ready: bool) -> str:
+    """The `bash -c` script that runs its arguments as the terminal's program (module
+    docstring); `ready`: the ready mark is printed as the program starts (a command; an
+    interactive shell's first prompt prints it). SIGINT and SIGQUIT are ignored by the wrapper
+    (and so by the waiter from its start) and reset for the program."""
+    mark = quoted(_MARK.format(id=terminal_id) + "ready\x07") if ready else "''"
+    return (
+        "trap '' INT QUIT; if perl -MPOSIX -e 1 2>/dev/null; then "
+        + f'{{ st=$(perl -e {quoted(_WAITER)} {mark} "$@" 3>&1 >&4 4>&-); }} 4>&1; '
+        + f"else trap : INT QUIT; printf %s {mark}; "
+        + f'"$@"; st=$?; case $st in {_SIGNAL_STATUS}) st=$((128-st));; esac; fi; '
+        # No status (the waiter itself was killed): end without a mark, the code is unknown.
+        + 'trap - INT QUIT; [ -n "$st" ] || kill -KILL $$; '
+        + f"{_printf_mark(terminal_id, 'exit', '$st')}; {_WAIT_ACK}; "
+        + '[ "$st" -lt 0 ] && kill -$((-st)) $$; [ "$st" -lt 0 ] && st=$((128-st)); exit "$st"'
     )
+
+
+def _run(terminal_id: str, cwd: str | None, program: str, *, ready: bool, setup: str = "") -> bytes:
     return _typed(
-        f"{_enter(cwd)}{_DEFAULT_SIGNALS}export PROMPT_COMMAND={quoted(first_prompt)}; "
-        "osb_exec bash --norc --noprofile"
+        f"{_enter(cwd)}{_DEFAULT_SIGNALS}{setup}osb_exec bash --norc --noprofile -c "
+        f"{quoted(_wrapper(terminal_id, ready=ready))} osb-terminal {program}"
+    )
+
+
+def interactive_line(terminal_id: str, *, cwd: str | None = None) -> bytes:
+    """The setup line of an interactive shell (Enter included): the wrapper in place of
+    execd's shell (`exec`, same process), running an interactive bash with Ctrl-C working,
+    whose first prompt prints the ready mark."""
+    first_prompt = f"unset PROMPT_COMMAND; {_printf_mark(terminal_id, 'ready')}"
+    return _run(
+        terminal_id,
+        cwd,
+        "bash --norc --noprofile",
+        ready=False,
+        setup=f"export PROMPT_COMMAND={quoted(first_prompt)}; ",
     )
 
 
 def command_line(terminal_id: str, command: str, *, cwd: str | None = None) -> bytes:
     """The setup line that makes `command` the terminal's process (Enter included)."""
-    wrapper = (
-        f"trap : INT QUIT; {_printf_mark(terminal_id, 'ready')}; "
-        'bash --norc --noprofile -c "$1"; rc=$?; st=$rc; trap - INT QUIT; '
-        f"case $rc in {_SIGNAL_STATUS}) st=-1;; esac; "
-        f"{_printf_mark(terminal_id, 'exit', '$st')}; {_WAIT_ACK}; "
-        '[ "$st" = -1 ] && kill -$((rc-128)) $$; exit "$rc"'
-    )
-    return _typed(
-        f"{_enter(cwd)}{_DEFAULT_SIGNALS}osb_exec bash --norc --noprofile -c "
-        f"{quoted(wrapper)} osb-terminal {quoted(command)}"
-    )
+    return _run(terminal_id, cwd, f"bash --norc --noprofile -c {quoted(command)}", ready=True)
 
 
 class OutputFilter:
@@ -130,7 +173,6 @@ class OutputFilter:
         self._held = bytearray()
         self.in_setup = setup
         self.end_status: int | None = None
-        self.setup_output = b""  # what the setup printed before its ready mark
 
     @property
     def ended(self) -> bool:
@@ -151,7 +193,6 @@ class OutputFilter:
             at = self._held.find(self._ready)
             if at < 0:
                 return b""
-            self.setup_output = bytes(self._held[:at])
             del self._held[: at + len(self._ready)]
             self.in_setup = False
         return self._live()

@@ -42,7 +42,8 @@ class Entry:
     tail: bytes = b""
     carry: bytes = b""
     note: str | None = None
-    exit_code: int | None = None
+    exit_code: int | None = None  # once `exited`: the code (None: not known)
+    exited: bool = False
     closed: bool = False
 
     def took(self, data: bytes) -> None:
@@ -154,9 +155,9 @@ async def collect(
                 del got[:drop]
             quiet_at = loop.time() + settle
             continue
-        if terminal.exit_code is not None:
+        if terminal.ended:
             return Collected(got, "exited")
         if loop.time() >= end:
             return Collected(got, "quiet" if pattern is None else "missed")
         if not await still_held(terminal):  # read returned early with nothing: why?
-            return Collected(got, "exited" if terminal.exit_code is not None else "let-go")
+            return Collected(got, "exited" if terminal.ended else "let-go")

@@ -106,7 +106,7 @@ class TerminalTools:
     @property
     def terminals(self) -> list[str]:
         """The ids of the terminals these tools opened or reached that are not closed."""
-        return [e.id for e in self._entries.values() if not e.closed and e.exit_code is None]
+        return [e.id for e in self._entries.values() if not e.closed and not e.exited]
 
     # -- the tools ---------------------------------------------------------------------------
     async def call(self, name: str, arguments: Mapping[str, object]) -> str:
@@ -171,8 +171,8 @@ class TerminalTools:
             entry.carry += before
             try:
                 await terminal.write(data)
-            except TerminalClosedError as exc:
-                if exc.exit_code is None:
+            except TerminalClosedError:
+                if not terminal.ended:
                     raise
                 got = await self._rest(entry, terminal)
                 return await self._result(entry, terminal, got, None, limit, refused=True)
@@ -224,7 +224,7 @@ class TerminalTools:
         except ConfigurationError as exc:
             return _error(exc)
         entry = self._entries.get(tid)
-        if entry is not None and (entry.closed or entry.exit_code is not None):
+        if entry is not None and (entry.closed or entry.exited):
             return f"terminal {tid}: already closed" + _code(entry.exit_code)
 
         async def operation(entry: Entry, terminal: Terminal) -> str:
@@ -259,7 +259,7 @@ class TerminalTools:
     async def _on(self, terminal_id: str, operation: Operation) -> str:
         """Run `operation` on the terminal, on its handle's loop while that loop runs."""
         entry = self._entries.get(terminal_id)
-        if entry is not None and (entry.closed or entry.exit_code is not None):
+        if entry is not None and (entry.closed or entry.exited):
             return _gone(entry)
         home = None if entry is None or entry.terminal is None else entry.loop
         if home is not None and home is not asyncio.get_running_loop() and home.is_running():
@@ -269,6 +269,7 @@ class TerminalTools:
 
     async def _here(self, terminal_id: str, operation: Operation) -> str:
         for attempt in range(2):
+            terminal: Terminal | None = None
             try:
                 entry, terminal = await self._handle(terminal_id)
                 async with entry.lock:
@@ -276,7 +277,7 @@ class TerminalTools:
             except TerminalClosedError as exc:
                 # Let go meanwhile (its session closed): reach it again, once.
                 self._drop_handle(terminal_id)
-                if exc.exit_code is not None or attempt:
+                if (terminal is not None and terminal.ended) or attempt:
                     return _error(exc)
             except TerminalNotFoundError:
                 self._entries.pop(terminal_id, None)
@@ -311,7 +312,7 @@ class TerminalTools:
         if entry is not None and entry.loop is here and entry.terminal is not None:
             held = entry.terminal
             # A handle its session let go of (`aclose()`, a backend's close) is reached again.
-            if held.exit_code is not None or await still_held(held):
+            if held.ended or await still_held(held):
                 return entry, held
         terminal = await self._session.terminals.attach(terminal_id)
         if entry is None:
@@ -327,7 +328,7 @@ class TerminalTools:
         """What the terminal printed that was not read yet (at once)."""
         data = await terminal.read(timeout=0)
         entry.took(data)
-        return Collected(bytearray(data), "exited" if terminal.exit_code is not None else "quiet")
+        return Collected(bytearray(data), "exited" if terminal.ended else "quiet")
 
     async def _result(
         self,
@@ -339,11 +340,10 @@ class TerminalTools:
         *,
         refused: bool = False,
     ) -> str:
-        code = terminal.exit_code
-        if got.outcome == "exited" or code is not None:
-            entry.exit_code = -1 if code is None else code
+        if got.outcome == "exited" or terminal.ended:
+            entry.exited, entry.exit_code = True, terminal.exit_code
             await terminal.close()  # delete it in execd, or the next attach would start it again
-            state = f"exited with code {entry.exit_code}; the terminal is closed"
+            state = f"exited{_with_code(entry.exit_code)}; the terminal is closed"
             if refused:
                 state += ", so the keys were not sent"
             return ("Error: " if refused else "") + self._text(entry, state, got, final=True)
@@ -379,10 +379,14 @@ def _code(exit_code: int | None) -> str:
     return "" if exit_code is None else f" (exit code {exit_code})"
 
 
+def _with_code(exit_code: int | None) -> str:
+    return "" if exit_code is None else f" with code {exit_code}"
+
+
 def _gone(entry: Entry) -> str:
-    if entry.exit_code is not None:
+    if entry.exited:
         return (
-            f"Error: the process of terminal {entry.id} exited with code {entry.exit_code}, "
+            f"Error: the process of terminal {entry.id} exited{_with_code(entry.exit_code)}, "
             "and the terminal is closed. Open a new one with terminal_start."
         )
     return f"Error: terminal {entry.id} was closed. Open a new one with terminal_start."

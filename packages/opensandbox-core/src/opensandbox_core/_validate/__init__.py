@@ -32,8 +32,12 @@ The core's own calls (`_calls`, core only): `volume`, `egress_rule`, `network_po
 `terminal_command`, `terminal_size`, `terminal_id`, `terminal_input`, `terminal_pattern`,
 `terminal_wait` (interactive terminals).
 
-The terminal tools' checks (`_tools`, core only): `tool_spec`, `tool_arguments` (a model's tool
-call), `tool_text`, `keys_text`, `wait_pattern`, `tool_wait`, `rebound_session`.
+The code facet's checks (`_code`, core only): `code_text`, `code_language`, `code_context`,
+`code_cwd`.
+
+The agent tools' checks (`_tools`, core only): `tool_spec`, `tool_arguments` (a model's tool
+call), `tool_text`, `keys_text`, `wait_pattern`, `tool_wait`, `rebound_session` (the terminal
+tools); `run_timeout` (the code tool).
 """
 
 from ._calls import create_options as create_options
@@ -62,8 +66,13 @@ from ._calls import terminal_size as terminal_size
 from ._calls import terminal_wait as terminal_wait
 from ._calls import volume as volume
 from ._calls import write_data as write_data
+from ._code import code_context as code_context
+from ._code import code_cwd as code_cwd
+from ._code import code_language as code_language
+from ._code import code_text as code_text
 from ._tools import keys_text as keys_text
 from ._tools import rebound_session as rebound_session
+from ._tools import run_timeout as run_timeout
 from ._tools import tool_arguments as tool_arguments
 from ._tools import tool_spec as tool_spec
 from ._tools import tool_text as tool_text

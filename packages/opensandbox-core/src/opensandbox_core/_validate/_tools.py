@@ -1,5 +1,5 @@
-"""The checks of the terminal tools (`TerminalTools`): the arguments a model sends, and the
-toolkit's own. A model's bad argument becomes a result starting with `Error:` and the message
+"""The checks of the agent tools (`TerminalTools`, `CodeTool`): the arguments a model sends, and
+the tools' own. A model's bad argument becomes a result starting with `Error:` and the message
 below, so each message says what to send instead."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from ._values import ArgumentTypeError, instance
 __all__ = [
     "keys_text",
     "rebound_session",
+    "run_timeout",
     "tool_arguments",
     "tool_spec",
     "tool_text",
@@ -94,6 +95,17 @@ def tool_wait(value: object, longest: float) -> float:
     if not math.isfinite(value) or not 0 <= value <= longest:
         raise ConfigurationError(
             f"timeout must be between 0 and {longest:g} seconds, got {value!r}."
+        )
+    return float(value)
+
+
+def run_timeout(value: object, longest: float) -> float:
+    """A code run's `timeout` (`CodeTool`): a number of seconds above 0, at most `longest`."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise ArgumentTypeError(f"timeout must be a number of seconds, got {type(value).__name__}.")
+    if not math.isfinite(value) or not 0 < value <= longest:
+        raise ConfigurationError(
+            f"timeout must be more than 0 and at most {longest:g} seconds, got {value!r}."
         )
     return float(value)
 

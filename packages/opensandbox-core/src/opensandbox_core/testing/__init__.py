@@ -23,18 +23,24 @@ line, line endings stripped, the command's raw `<tmp>/<id>.stdout|.stderr` files
 by ranged `/files/download`) and `framing="modern"` (1.1: events keep their line endings).
 Faults are armed per route with `fail_next`, `lose_next`, `hang_next` and `cut_stream_after`;
 `kill_on_timeout=False` makes the daemon ignore commands' timeouts (only an interrupt stops them).
-Every request is kept in `requests`.
+Every request is kept in `requests`. `FakeOpenSandbox(code=FakeCodeInterpreter())` serves
+execd's code interpreter too (`/code`, its contexts and its bugs).
 """
 
 from __future__ import annotations
 
+from ._code import CellHandler, FakeCell, FakeCodeInterpreter, FakeKernel
 from ._model import CommandHandler, FakeCommand, FakeFile, FakeOutcome, FakeSandbox, Route
 from ._server import FakeOpenSandbox
 
 __all__ = [
+    "CellHandler",
     "CommandHandler",
+    "FakeCell",
+    "FakeCodeInterpreter",
     "FakeCommand",
     "FakeFile",
+    "FakeKernel",
     "FakeOpenSandbox",
     "FakeOutcome",
     "FakeSandbox",

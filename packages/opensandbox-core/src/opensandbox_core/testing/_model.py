@@ -26,6 +26,7 @@ Route = Literal[
     "make_dirs",
     "move",
     "remove",
+    "code",
 ]
 """The names of the routes that faults can be armed on."""
 

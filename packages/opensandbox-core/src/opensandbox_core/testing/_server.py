@@ -20,6 +20,7 @@ from opensandbox_core._config import Connection
 
 from . import _routes
 from ._canned import canned, marker_of, rename_args, renamed
+from ._code import FakeCodeInterpreter
 from ._model import (
     _EXECD_PORT,
     _TMP,
@@ -43,6 +44,7 @@ class FakeOpenSandbox:
     `kill_on_timeout=False` makes the daemon ignore a command's `timeout` (it runs on until the
     client interrupts it), so only the client's own deadline and interrupt can stop it.
     `file_api="1.0.18"` answers with execd v1.0.18's file API (see `FakeSandbox.file_api`).
+    `code` serves execd's code interpreter (`/code`; see `FakeCodeInterpreter`).
     """
 
     def __init__(
@@ -55,6 +57,7 @@ class FakeOpenSandbox:
         domain: str | None = None,
         api_key: str = "fake-api-key",
         file_api: Literal["1.0.19", "1.0.18"] = "1.0.19",
+        code: FakeCodeInterpreter | None = None,
     ) -> None:
         _validate.choice(framing, "framing", ("legacy", "modern"))
         _validate.choice(file_api, "file_api", ("1.0.19", "1.0.18"))
@@ -63,6 +66,7 @@ class FakeOpenSandbox:
         self.on_command = on_command
         self.raw_output_files = raw_output_files
         self.kill_on_timeout = kill_on_timeout
+        self.code = code
         # A fresh domain per fake: the library caches what it learns per (domain, sandbox).
         self.domain = domain or f"fake-{uuid.uuid4().hex[:8]}.opensandbox.test:8080"
         self.api_key = api_key
@@ -265,6 +269,11 @@ class FakeOpenSandbox:
             ("DELETE", "/files"): ("remove", _routes.remove_files),
             ("DELETE", "/directories"): ("remove", _routes.remove_dirs),
         }
+        code = (
+            self.code.route(request) if self.code is not None and path.startswith("/code") else None
+        )
+        if code is not None:
+            return "code", code
         if method == "GET" and path.startswith("/command/status/"):
             return "status", _routes.status
         found = table.get((method, path))
@@ -300,7 +309,9 @@ class FakeOpenSandbox:
                 f"{cwd}: stat {cwd}: no such file or directory"
             )
             return _routes.error(400, "INVALID_REQUEST_BODY", message)
-        outcome = self.on_command(command) if self.on_command else None
+        outcome = (self.code.command(command) if self.code is not None else None) or (
+            self.on_command(command) if self.on_command else None
+        )
         execution_id = uuid.uuid4().hex
         rename = rename_args(command) if outcome is None else None
         if rename is not None:
