@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench import _cases, _code, _output_cost, _terminal
+from bench import _cases, _code, _output_cost, _terminal, _wire
 from bench._machine import machine_info
 from bench._report import markdown, targets
 
@@ -32,12 +32,13 @@ SECTIONS = (
     "output_cost",
     "terminal",
     "code_run",
+    "wire",
 )
 
 
 def _section(name: str) -> Any:
     """The coroutine function that runs the section `name`."""
-    for module in (_output_cost, _terminal, _code):
+    for module in (_output_cost, _terminal, _code, _wire):
         if hasattr(module, name):
             return getattr(module, name)
     return getattr(_cases, name)

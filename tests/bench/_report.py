@@ -100,6 +100,50 @@ def _tool_targets(tools: dict[str, Any] | None, add: Any) -> None:
         )
 
 
+def _wire_targets(wire: dict[str, Any] | None, add: Any) -> None:
+    """Issue 37's rows: each core operation against the one request execd needs, per profile."""
+    from bench._wire import GOALS
+
+    for profile, rows in (wire or {}).get("profiles", {}).items():
+        for row, goal in GOALS.items():
+            case = rows.get(row)
+            if not case:
+                continue
+            value = case["ratio"]
+            add(
+                f"{row} vs the raw request, execd {profile}",
+                f"<= {goal:g}x",
+                _x(value),
+                value is not None and not math.isnan(value) and value <= goal,
+                f"core {_cell(case['core'])} ms, raw {_cell(case['raw'])} ms",
+            )
+
+
+def _wire_table(wire: dict[str, Any]) -> list[str]:
+    """Section 7: the core against the raw requests, profiles side by side."""
+    profiles = list(wire["profiles"])
+    lines = [
+        "",
+        f"### 7. The core against execd's own requests ({wire['repetitions']} interleaved rounds)",
+        "",
+        "| operation | " + " | ".join(f"core / raw, {p}" for p in profiles) + " |",
+        "|---|" + "---|" * len(profiles),
+    ]
+    for row in next(iter(wire["profiles"].values()), {}):
+        cells = []
+        for profile in profiles:
+            case = wire["profiles"][profile].get(row)
+            if case and "median" in case["core"] and "median" in case["raw"]:
+                cells.append(
+                    f"{_ms(case['core']['median'])} / {_ms(case['raw']['median'])} ms, "
+                    f"{_x(case['ratio'])}"
+                )
+            else:
+                cells.append("-")
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
 
@@ -147,6 +191,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             "one byte written, its echo read (`cat` in raw mode), same execd terminal; "
             + ", ".join(f"{n} {_cell(s)} ms" for n, s in term["stats"].items()),
         )
+    _wire_targets(results.get("wire"), add)
     code = results.get("code_run")
     if code and "ratio_to_raw" in code:
         value = code["ratio_to_raw"]
@@ -461,4 +506,6 @@ def markdown(results: dict[str, Any]) -> str:
                 f"{_cell(case['stats'][p])} | {_x(case['ratio_to_1.1'][p])}" for p in profiles
             )
             lines.append(f"| {label} ×{case['repetitions']} | {cells} |")
+    if results.get("wire"):
+        lines += _wire_table(results["wire"])
     return "\n".join(lines) + "\n"

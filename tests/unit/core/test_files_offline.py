@@ -75,13 +75,16 @@ def replay(exchange: Mapping[str, Any]) -> httpx.Response:
     return httpx.Response(answer["status"], headers=headers, content=body)
 
 
-def _upload_parts(body: bytes, content_type: str) -> tuple[dict[str, Any], bytes]:
+def _upload_parts(body: bytes, content_type: str) -> list[tuple[dict[str, Any], bytes]]:
+    """The (metadata, content) pairs of an upload, in order (the core's atomic write may send a
+    marker file after the content)."""
     boundary = content_type.split("boundary=", 1)[1].encode()
-    parts = body.split(b"--" + boundary)
-    meta_part, file_part = parts[1], parts[2]
-    meta = json.loads(meta_part.split(b"\r\n\r\n", 1)[1].rsplit(b"\r\n", 1)[0])
-    content = file_part.split(b"\r\n\r\n", 1)[1][: -len(b"\r\n")]
-    return meta, content
+    parts = body.split(b"--" + boundary)[1:-1]
+    pairs = []
+    for meta_part, file_part in zip(parts[::2], parts[1::2], strict=True):
+        meta = json.loads(meta_part.split(b"\r\n\r\n", 1)[1].rsplit(b"\r\n", 1)[0])
+        pairs.append((meta, file_part.split(b"\r\n\r\n", 1)[1][: -len(b"\r\n")]))
+    return pairs
 
 
 class FakeExecd:
@@ -112,8 +115,8 @@ class FakeExecd:
         paths = [v for k, v in query if k == "path"]
         body = request.read()
         if request.method == "POST" and url.path == "/files/upload":
-            meta, content = _upload_parts(body, request.headers["content-type"])
-            paths.append(meta["path"])
+            pairs = _upload_parts(body, request.headers["content-type"])
+            paths += [meta["path"] for meta, _ in pairs]
         elif request.method == "POST" and body:
             text = body.decode()
             assert "$" not in text, f"a `$` reached execd: {text!r}"
@@ -134,10 +137,18 @@ class FakeExecd:
                 return replay(recorded(self.version, "dirs_list", "depth default"))
             return self._list(paths[0])
         if url.path == "/files/upload":
-            target = Path(meta["path"])
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content)
-            os.chmod(target, int(str(meta["mode"]), 8) & 0o777)
+            for meta, content in pairs:  # one after the other, each to its end, as execd does
+                target = Path(meta["path"])
+                try:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                except (NotADirectoryError, FileExistsError):  # recorded: files_special
+                    parent = target.parent
+                    message = (
+                        f"error creating target directory {parent}. mkdir {parent}: not a directory"
+                    )
+                    return httpx.Response(500, json={"code": "RUNTIME_ERROR", "message": message})
+                target.write_bytes(content)
+                os.chmod(target, int(str(meta["mode"]), 8) & 0o777)
             return httpx.Response(200)
         if url.path == "/files/mv":
             (move,) = json.loads(body)
@@ -208,7 +219,9 @@ class FakeExecd:
 
 
 class Commands:
-    """The commands facet's `run` for argv commands, run on this machine."""
+    """The commands facet's `run`, run on this machine: argv commands, and the one shell text
+    the files facet sends (the atomic write's rename, `_files._rename`: its paths are quoted
+    positional arguments), by bash."""
 
     def __init__(self, cwd: Path) -> None:
         self.cwd = cwd
@@ -217,12 +230,28 @@ class Commands:
     async def __call__(
         self, command: str | Sequence[str], **kwargs: Any
     ) -> CommandResult:  # same keywords as Commands.run
-        assert not isinstance(command, str), "file operations run argv commands only"
-        argv = list(command)
+        if isinstance(command, str):
+            assert command.startswith("set -- ") and "exec mv -f" in command, command
+            argv = ["bash", "-c", command]
+        else:
+            argv = list(command)
         self.argvs.append(argv)
-        done = await asyncio.to_thread(
-            subprocess.run, argv, cwd=self.cwd, capture_output=True, check=False
+        process = await asyncio.create_subprocess_exec(
+            *argv, cwd=self.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
+        try:
+            stdout, stderr = await process.communicate()
+        except BaseException:  # a cancelled command is stopped, as the session's interrupt does
+            process.kill()
+            await process.wait()
+            raise
+        done = subprocess.CompletedProcess(argv, process.returncode or 0, stdout, stderr)
+        cleanup = kwargs.get("cleanup")
+        if cleanup is not None:  # what execd's DELETE does once the upload has ended
+            if cleanup.after is not None:
+                await asyncio.wait([asyncio.ensure_future(cleanup.after)])
+            for path in cleanup.paths:
+                Path(path).unlink(missing_ok=True)
         return CommandResult(
             exit_code=done.returncode,
             stdout=done.stdout.decode("utf-8", "replace"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 
 from opensandbox_core._errors import ServerError
@@ -20,7 +20,7 @@ from opensandbox_core._wire._framing import Framing, OutputBuffer, decode_output
 
 from ._capture import Capture, parse_marker
 
-__all__ = ["Collected", "collect", "exact", "leftover_files"]
+__all__ = ["Cleanup", "Collected", "collect", "exact", "leftover_files"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +41,7 @@ class Collected:
     err: OutputBuffer
     capture: Capture | None
     sandbox_id: str | None
+    cleanup: Cleanup | None = None
 
 
 def exact(raw: bytes, cap: int) -> OutputBuffer:
@@ -53,9 +54,26 @@ def exact(raw: bytes, cap: int) -> OutputBuffer:
     return buffer
 
 
-def leftover_files(ctx: Context, execution_id: str | None, capture: Capture | None) -> list[str]:
-    """Every file a command leaves behind: execd's raw output files and the capture files."""
+@dataclass(frozen=True)
+class Cleanup:
+    """Files of the caller's to delete with a command's own (`paths`), in the same background
+    request, once `after` (a task of the caller's, e.g. an upload still under way) has ended."""
+
+    paths: tuple[str, ...] = ()
+    after: Awaitable[object] | None = None
+
+
+def leftover_files(
+    ctx: Context,
+    execution_id: str | None,
+    capture: Capture | None,
+    cleanup: Cleanup | None = None,
+) -> list[str]:
+    """Every file a command leaves behind: execd's raw output files and the capture files (and
+    the caller's `cleanup` paths)."""
     paths = list(capture.paths) if capture is not None else []
+    if cleanup is not None:
+        paths += cleanup.paths
     if ctx.output_dir is not None and execution_id and COMMAND_ID.fullmatch(execution_id):
         base = posixpath.join(ctx.output_dir, execution_id)
         paths += [base + ".stdout", base + ".stderr"]
@@ -67,7 +85,7 @@ async def collect(
 ) -> tuple[str, str, bool]:
     """A finished command's stdout, stderr and whether the cap cut either; every file the
     command left is deleted afterwards (one request, in the background)."""
-    leftovers = leftover_files(ctx, run.execution_id, run.capture)
+    leftovers = leftover_files(ctx, run.execution_id, run.capture, run.cleanup)
     try:
         if run.capture is not None:
             captured = await _from_capture(ctx, run, cap)
@@ -76,7 +94,7 @@ async def collect(
         return await _from_execd_files(ctx, run, cap, plain_lines=plain_lines)
     finally:
         if leftovers:
-            ctx.execd.discard_later(leftovers)
+            ctx.execd.discard_later(leftovers, after=run.cleanup.after if run.cleanup else None)
 
 
 async def _from_capture(ctx: Context, run: Collected, cap: int) -> tuple[str, str, bool] | None:

@@ -38,7 +38,7 @@ from opensandbox_core._wire._execd import ExecdClient, ExecdError
 from opensandbox_core._wire._framing import Framing, OutputBuffer, rebuild
 
 from ._capture import CAPTURE_ENV, Capture
-from ._output import Collected, collect, leftover_files
+from ._output import Cleanup, Collected, collect, leftover_files
 from ._request import CommandRequest
 
 __all__ = ["CommandRunner", "Lifecycle", "OutputCallback"]
@@ -88,6 +88,7 @@ class _RunState:
     err: OutputBuffer
     on_output: OutputCallback | None = None
     capture: Capture | None = None
+    cleanup: Cleanup | None = None
     stream: CommandEvents = field(init=False)
 
     def __post_init__(self) -> None:
@@ -115,16 +116,17 @@ class _RunState:
             err=self.err,
             capture=self.capture,
             sandbox_id=sandbox_id,
+            cleanup=self.cleanup,
         )
 
     def leftovers(self, ctx: Context) -> list[str]:
-        return leftover_files(ctx, self.execution_id, self.capture)
+        return leftover_files(ctx, self.execution_id, self.capture, self.cleanup)
 
     def discard_leftovers(self, ctx: Context) -> None:
         """Delete, in the background, every file the command left (nothing to do: no request)."""
         leftovers = self.leftovers(ctx)
         if leftovers:
-            ctx.execd.discard_later(leftovers)
+            ctx.execd.discard_later(leftovers, after=self.cleanup.after if self.cleanup else None)
 
 
 class CommandRunner:
@@ -167,11 +169,13 @@ class CommandRunner:
         max_output: int | None,
         plain_lines: bool,
         read_timeout: float | None = None,
+        cleanup: Cleanup | None = None,
     ) -> CommandResult:
         """`AsyncSandboxSession.run` (see there); `timeout` is already the effective limit.
 
         `read_timeout`: the longest silence allowed on the event stream (None: as long as the
-        command may run); file commands pass the lifecycle's `stall_timeout`."""
+        command may run); file commands pass the lifecycle's `stall_timeout`. `cleanup`: files
+        of the caller's deleted with the command's own (`_output.Cleanup`)."""
         cap = _validate.output_cap(self._max_output if max_output is None else max_output)
         request = await self.prepare(command, cwd=cwd, env=env, timeout=timeout)
         ctx, workdir, limit = request.ctx, request.workdir, request.limit
@@ -180,7 +184,9 @@ class CommandRunner:
         if capture is not None:
             request = request.captured(capture)
         body = request.body()
-        state = _RunState(ctx.framing, OutputBuffer(cap), OutputBuffer(cap), on_output, capture)
+        state = _RunState(
+            ctx.framing, OutputBuffer(cap), OutputBuffer(cap), on_output, capture, cleanup
+        )
         started = time.monotonic()
         where = cwd if cwd is not None else workdir
         await self._stream(ctx, body, state, limit, cap, where=where, read_timeout=read_timeout)

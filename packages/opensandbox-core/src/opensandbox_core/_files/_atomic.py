@@ -1,8 +1,14 @@
 """The files facet, the atomic write: `write_bytes` uploads to a temporary sibling and renames
 it over the target, so a failed write leaves the old content in place.
 
-The inspection of the target and the upload run at once (`_write_overlapped`); a target that
-turns out to be a symlink is written through it the sequential way. Built on
+Requests: a file this session knows (it wrote it, or found it to be a regular file) is
+replaced with two, sent together: the upload, which ends with a marker file, and the command
+that waits for the marker and renames (`_rename`: execd's own move refuses an existing target).
+On execd v1.0.18, whose file API cannot inspect a path without a command, every write takes
+that way. On v1.0.19 an unknown path is inspected while it is uploaded: a missing target then
+takes execd's move (two round trips in all), an existing file the rename command. A target that
+turns out to be a symlink is written through it the sequential way (`_write_sequential`), as are
+streams (consumed by their one upload) and paths that execd would rewrite ($). Built on
 `_filesystem.FileSystem` (paths, inspection, helper commands) and the lifecycle's `FileLink`;
 `_transfers.Transfers` writes through it.
 """
@@ -21,12 +27,14 @@ from opensandbox_core._errors import new_path_error
 from opensandbox_core._types import WriteData
 from opensandbox_core._wire._execd import ExecdClient, ExecdError
 
-from . import _fallback
+from . import _fallback, _rename
 from ._filesystem import FileLink, FileSystem, kind_of, mode_from_digits, octal_digits
 
 __all__ = ["AtomicWriter"]
 
 _FILE_MODE_NEW: Final = 0o644
+_MARKER_WAIT: Final = 300.0
+"""Seconds the rename command waits for an upload without a `timeout` of its own to land."""
 
 
 class AtomicWriter:
@@ -49,12 +57,31 @@ class AtomicWriter:
         target = await self._fs.target(path, create=True)
         if target.endswith("/"):
             raise new_path_error(IsADirectoryError, errno.EISDIR, target)
-        # The inspection and the upload to a temporary name run at once; the upload is redone
-        # only when the target turns out to be a symlink (it may lead elsewhere).
-        if isinstance(payload, bytes) and await self._write_overlapped(
-            execd, target, payload, mode, timeout
-        ):
-            return
+        # A stream is consumed by its upload: it takes the sequential way, which never uploads
+        # twice (the fast ways may find a symlink after the upload and start again).
+        if _fallback.literal(target) and isinstance(payload, bytes):
+            known = self._fs.known_file(target)
+            api = await self._fs.file_api(execd)
+            if known is not None or not api.lstat_info:
+                # A file this session knows, or an execd that cannot inspect without a command:
+                # the upload and the command that renames it go together (`_rename`).
+                if await self._write_renamed(execd, target, payload, mode, timeout, known):
+                    return
+            elif await self._write_inspected(execd, target, payload, mode, timeout):
+                return
+        await self._write_sequential(execd, target, payload, mode, timeout)
+
+    async def _write_sequential(
+        self,
+        execd: ExecdClient,
+        target: str,
+        payload: bytes | AsyncIterable[bytes],
+        mode: int | None,
+        timeout: float | None,
+    ) -> None:
+        """Inspect, upload, rename, one after the other: streams, paths that execd would
+        rewrite ($), and writes through a symlink."""
+        self._fs.forget_file(target)
         info = await self._fs.lstat(execd, target)
         if info is not None and kind_of(info.get("type")) == "symlink":
             link = target
@@ -69,7 +96,7 @@ class AtomicWriter:
         await self._upload_temp(execd, temp, target, payload, mode, info, timeout)
         await self._place(execd, temp, target, mode, exists=info is not None)
 
-    async def _write_overlapped(
+    async def _write_inspected(
         self,
         execd: ExecdClient,
         target: str,
@@ -77,36 +104,126 @@ class AtomicWriter:
         mode: int | None,
         timeout: float | None,
     ) -> bool:
-        """Inspect `target` while uploading `payload` to a temporary sibling, then put it in
-        place; False (nothing written) when the target is a symlink, to be written through.
-
-        The temporary file gets the final 0o777 bits of a new file; an existing file's owner,
-        group and whole mode are copied to it by the command that renames it into place.
-        """
+        """A path this session does not know, on an execd that inspects without a command
+        (v1.0.19): the inspection runs while the upload does; a missing target then takes
+        execd's own move, an existing file the rename command. False (nothing written) for a
+        symlink, to be written through."""
         temp = _temp_for(target)
+        bits = _FILE_MODE_NEW if mode is None else mode & 0o777
         upload = asyncio.ensure_future(
-            self._upload_temp(execd, temp, target, payload, mode, None, timeout)
+            self._upload_temp(execd, temp, target, payload, bits, None, timeout)
         )
         try:
             info = await self._fs.lstat(execd, target)
             if info is not None and kind_of(info.get("type")) == "symlink":
                 raise _Retry
             _check_replaceable(target, info)
+            await upload
         except BaseException as exc:
-            # On a retry the upload ends by itself: one cancelled in flight may still land its
-            # file after a removal sent at once (execd finishes a request it has begun).
-            if not isinstance(exc, _Retry):
-                upload.cancel()
-            await asyncio.wait([upload])
-            # A failed upload removed its own file; a finished or cancelled one may have left it.
-            if upload.cancelled() or upload.exception() is None:
-                await self._discard(execd, temp)
+            await self._abandon(execd, upload, [temp], cancel=not isinstance(exc, _Retry))
             if isinstance(exc, _Retry):
                 return False
             raise
-        await upload
-        await self._place(execd, temp, target, mode, exists=info is not None)
-        return True
+        if info is None and (mode is None or not _fallback.special_bits(mode)):
+            await self._place(execd, temp, target, mode, exists=False)
+            self._fs.learn_file(target, _FILE_MODE_NEW if mode is None else mode)
+            return True
+        return await self._rename(execd, temp, target, None, None, bits, mode, timeout)
+
+    async def _write_renamed(
+        self,
+        execd: ExecdClient,
+        target: str,
+        payload: bytes,
+        mode: int | None,
+        timeout: float | None,
+        known: int | None,
+    ) -> bool:
+        """Upload and rename by one command (`_rename`), sent together: the command waits for
+        the upload's marker. False (nothing written) for a symlink, to be written through."""
+        temp = _temp_for(target)
+        if mode is not None:
+            bits = mode & 0o777
+        elif known is not None and known >= 0:
+            bits = known & 0o777
+        else:
+            bits = _FILE_MODE_NEW
+        # The marker goes where execd keeps command output (deleted with the command's files):
+        # never into the target's directory, whose listing must not show it.
+        scratch = await self._fs.scratch_dir()
+        marker = _fallback.marker_name(scratch or posixpath.dirname(temp))
+        upload = asyncio.ensure_future(
+            self._upload_temp(execd, temp, target, payload, bits, None, timeout, marker=marker)
+        )
+        return await self._rename(execd, temp, target, marker, upload, bits, mode, timeout)
+
+    async def _rename(
+        self,
+        execd: ExecdClient,
+        temp: str,
+        target: str,
+        marker: str | None,
+        upload: asyncio.Future[None] | None,
+        bits: int,
+        mode: int | None,
+        timeout: float | None,
+    ) -> bool:
+        """Run the rename command (while `upload`, when given, is still under way); False for
+        a symlink target (temporary files discarded)."""
+        wait = timeout if timeout is not None else _MARKER_WAIT
+        text = _rename.argv_text(
+            temp,
+            target,
+            marker=marker,
+            new_mode=_FILE_MODE_NEW if mode is None else mode,
+            mode=mode,
+            uploaded=bits,
+            wait=wait,
+        )
+        leftovers = [temp, marker] if marker else [temp]
+        renaming = asyncio.ensure_future(
+            self._fs.rename_command(text, timeout=wait + 60, cleanup=marker, after=upload)
+        )
+        try:
+            if upload is not None:
+                await _both(upload, renaming)
+            result = await renaming
+        except BaseException:
+            if upload is not None:
+                await self._abandon(execd, upload, leftovers, cancel=True)
+            await self._abandon(execd, renaming, [], cancel=True)
+            raise
+        if result.exit_code == 0:
+            self._fs.learn_file(target, _rename.final_mode(result.stdout))
+            return True
+        execd.discard_later(leftovers)
+        self._fs.forget_file(target)
+        if result.exit_code == _rename.LINK:
+            return False
+        refused = _rename.refusal(result.exit_code, target)
+        if refused is not None:
+            raise refused
+        if result.exit_code == _rename.TIMED_OUT:
+            raise _errors.ServerError(
+                f"Could not write {target!r} in sandbox {self._life.sandbox_id}: the upload did "
+                f"not land within {wait:g} s."
+            )
+        raise _errors.os_error(
+            _fallback.error_text(result.stderr), target, "could not put the file in place"
+        )
+
+    async def _abandon(
+        self, execd: ExecdClient, task: asyncio.Future[Any], leftovers: list[str], *, cancel: bool
+    ) -> None:
+        """Stop `task` (or let it end), then delete `leftovers`: only then, as execd may still
+        store an upload whose request was given up (it finishes a request it has begun)."""
+        if cancel and not task.done():
+            task.cancel()
+        await asyncio.wait([task])
+        if not task.cancelled():
+            task.exception()  # retrieved, so asyncio does not log it
+        if leftovers:
+            await self._discard(execd, leftovers)
 
     async def _upload_temp(
         self,
@@ -117,9 +234,12 @@ class AtomicWriter:
         mode: int | None,
         info: Mapping[str, Any] | None,
         timeout: float | None,
+        *,
+        marker: str | None = None,
     ) -> None:
         """Upload to `temp` with the target's final 0o777 bits (and, when `info` of an existing
-        target is known, its owner and group); errors name `target`, never `temp`."""
+        target is known, its owner and group), and `marker` after it; errors name `target`,
+        never `temp`."""
         if mode is not None:
             bits = mode
         elif info is not None:
@@ -136,9 +256,10 @@ class AtomicWriter:
                 owner=str(owner) if owner else None,
                 group=str(group) if group else None,
                 timeout=timeout,
+                marker=marker,
             )
         except Exception as exc:
-            await self._discard(execd, temp)
+            await self._discard(execd, temp if marker is None else [temp, marker])
             # Named by the path the caller gave, not the temporary name.
             await self._life.fail(exc, "write a file", execd=execd, path=target)
 
@@ -191,14 +312,23 @@ class AtomicWriter:
             _fallback.finish_argv(temp, target, parent=parent, mode=mode), target
         )
 
-    async def _discard(self, execd: ExecdClient, temp: str) -> None:
+    async def _discard(self, execd: ExecdClient, temp: str | list[str]) -> None:
         with contextlib.suppress(Exception):
             async with asyncio.timeout(10):
-                await execd.remove_files([temp])
+                await execd.remove_files([temp] if isinstance(temp, str) else temp)
 
 
 class _Retry(Exception):
     """Internal: the overlapped write found a symlink and is redone the sequential way."""
+
+
+async def _both(first: asyncio.Future[Any], second: asyncio.Future[Any]) -> None:
+    """Wait for both; the first failure is raised at once (the other is left to the caller)."""
+    done, _ = await asyncio.wait([first, second], return_when=asyncio.FIRST_EXCEPTION)
+    for task in done:
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+    await asyncio.gather(first, second)
 
 
 def _temp_for(target: str) -> str:

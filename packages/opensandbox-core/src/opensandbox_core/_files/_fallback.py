@@ -118,6 +118,19 @@ def temp_name(directory: str, name: str) -> str:
     return posixpath.join(directory, f".{stem}.osb-{uuid.uuid4().hex[:12]}.tmp")
 
 
+_PLAIN_DIR = re.compile(r"/[A-Za-z0-9_./-]*")
+
+
+def plain_dir(path: str) -> bool:
+    """Whether an absolute directory name needs no quoting anywhere (letters, digits, `_./-`)."""
+    return _PLAIN_DIR.fullmatch(path) is not None and "//" not in path
+
+
+def marker_name(directory: str) -> str:
+    """A fresh name in `directory` for the empty file that marks an upload as landed."""
+    return posixpath.join(directory, f".osbmark-{uuid.uuid4().hex[:16]}")
+
+
 def alias_path() -> str:
     """A fresh, plain path for a temporary symlink (read through it, then removed)."""
     # A path inside the sandbox; `ln -s` refuses to replace anything already there.

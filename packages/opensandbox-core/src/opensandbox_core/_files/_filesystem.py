@@ -12,10 +12,11 @@ import dataclasses
 import errno
 import logging
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from datetime import datetime
 from typing import Any, Final, Protocol
 
+from opensandbox_core._commands._output import Cleanup
 from opensandbox_core._commands._run import CommandRunner, Lifecycle
 from opensandbox_core._errors import (
     ConfigurationError,
@@ -35,6 +36,8 @@ __all__ = ["FileLink", "FileSystem", "file_api_cache"]
 logger = logging.getLogger(__name__)
 
 _DIR_MODE: Final = 0o755
+_KNOWN_LIMIT: Final = 4096
+"""How many paths a session remembers as regular files (`FileSystem.known_file`)."""
 
 file_api_cache: SandboxCache[tuple[str, str], _fallback.FileApi] = SandboxCache(
     "what each sandbox's execd file API offers"
@@ -92,6 +95,31 @@ class FileSystem:
     def __init__(self, life: FileLink, commands: CommandRunner) -> None:
         self._life = life
         self._commands = commands
+        self._known: dict[str, int] = {}
+
+    # -- what this session knows about paths ------------------------------------------------
+    # A path this session wrote, or found to be a regular file, is read with one download and
+    # replaced with one upload and one rename: the answers to those requests say when that
+    # knowledge went stale (a missing path, a directory, a special file), and then the path is
+    # inspected again. Unknown paths are inspected first, because a download of a FIFO would
+    # take the data its writer sends (execd opens it before it finds it cannot serve it).
+    def known_file(self, path: str) -> int | None:
+        """The whole mode of `path` if this session knows it as a regular file (-1: mode
+        unknown), else None."""
+        return self._known.get(path)
+
+    def learn_file(self, path: str, mode: int = -1) -> None:
+        """Remember `path` as a regular file (of `mode`, -1 when unknown)."""
+        if len(self._known) >= _KNOWN_LIMIT and path not in self._known:
+            del self._known[next(iter(self._known))]
+        self._known[path] = mode
+
+    def forget_file(self, path: str) -> None:
+        """Forget what this session knew about `path` and everything under it."""
+        self._known.pop(path, None)
+        prefix = path.rstrip("/") + "/"
+        for known in [p for p in self._known if p.startswith(prefix)]:
+            del self._known[known]
 
     def resolve(self, path: str) -> str:
         """The absolute path that `path` names (relative paths start at the working dir; the
@@ -134,7 +162,12 @@ class FileSystem:
         """The execd client of this event loop, the sandbox started first."""
         return (await self._life.context()).execd
 
-    async def _file_api(self, execd: ExecdClient) -> _fallback.FileApi:
+    async def scratch_dir(self) -> str | None:
+        """execd's temp dir when its name is plain (it keeps command output there), else None."""
+        directory = (await self._life.context()).output_dir
+        return directory if directory and _fallback.plain_dir(directory) else None
+
+    async def file_api(self, execd: ExecdClient) -> _fallback.FileApi:
         """What this sandbox's execd file API offers; asked once per sandbox (info of `/`)."""
         assert self._life.sandbox_id is not None
         key = (self._life.domain, self._life.sandbox_id)
@@ -161,7 +194,7 @@ class FileSystem:
         would rewrite the path (`$`), one command answers instead; its answer also holds
         `follow`: (is_dir, is_file) with symlinks followed.
         """
-        api = await self._file_api(execd)
+        api = await self.file_api(execd)
         if not api.lstat_info or not _fallback.literal(path):
             return await self._lstat_by_command(path)
         try:
@@ -229,6 +262,8 @@ class FileSystem:
         if info is None:
             raise new_path_error(FileNotFoundError, errno.ENOENT, target)
         is_dir, is_file = await self.kinds(target, info)
+        if kind_of(info.get("type")) == "file":
+            self.learn_file(target, mode_from_digits(info.get("mode")))
         return _file_info(target, info, is_dir=is_dir, is_file=is_file)
 
     async def kinds(self, path: str, info: Mapping[str, Any]) -> tuple[bool, bool]:
@@ -289,7 +324,7 @@ class FileSystem:
         """execd's FileInfo of each entry of a directory (a symlink to one lists its target's
         entries under the name given), from `/directories/list` where it can answer, else from
         one command."""
-        api = await self._file_api(execd)
+        api = await self.file_api(execd)
         if api.has_list and _fallback.literal(target):
             try:
                 return await self._list_settled(execd, target)
@@ -372,6 +407,23 @@ class FileSystem:
             raise os_error(text, path, f"{argv[0]} failed")
         return result
 
+    async def rename_command(
+        self, text: str, *, timeout: float, cleanup: str | None, after: Awaitable[object] | None
+    ) -> CommandResult:
+        """Run `_rename`'s command (its output is one short line: read from the events, no
+        capture files); `cleanup` is deleted with the command's own files once `after` ended."""
+        return await self._commands.run(
+            text,
+            cwd="/",
+            env=None,
+            timeout=timeout,
+            on_output=None,
+            max_output=64 * 1024,
+            plain_lines=True,
+            read_timeout=self._life.stall_timeout,
+            cleanup=Cleanup((cleanup,) if cleanup else (), after),
+        )
+
     async def file_command(
         self, argv: list[str], *, timeout: float, max_output: int | None = None
     ) -> CommandResult:
@@ -400,6 +452,7 @@ class FileSystem:
         self._refuse_protected(self.resolve(path))
         target = await self.target(path)
         self._refuse_protected(target)
+        self.forget_file(target)
         info = await self.lstat(execd, target)
         if info is None:
             raise new_path_error(FileNotFoundError, errno.ENOENT, target)

@@ -16,11 +16,14 @@ import os
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any, Final
 
+import httpx
+
 from opensandbox_core import _validate
 from opensandbox_core._commands._run import CommandRunner
 from opensandbox_core._defaults import CHUNK_SIZE
 from opensandbox_core._errors import (
     ConfigurationError,
+    OpenSandboxError,
     OutputLimitError,
     SandboxUnavailableError,
     ServerError,
@@ -33,11 +36,17 @@ from opensandbox_core._wire._execd import ExecdClient, ExecdError
 
 from . import _fallback
 from ._atomic import AtomicWriter
-from ._filesystem import FileLink, FileSystem, kind_of
+from ._filesystem import FileLink, FileSystem, kind_of, mode_from_digits
 
 __all__ = ["Transfers"]
 
 _TRANSFER_CONCURRENCY: Final = 8
+_SLOW_ANSWER: Final = 0.25
+"""Seconds a download of a known regular file may take to begin before the path is inspected
+meanwhile (a path that became a FIFO keeps execd's download waiting for a writer)."""
+_NO_FILE_LENGTH: Final = 1 << 62
+"""A declared length this large is no file's: execd's answer for a directory (Go seeks to the
+end of it: 9223372036854775807 on ext4)."""
 
 
 class Transfers:
@@ -64,9 +73,98 @@ class Transfers:
     async def iter_bytes(
         self, path: str, *, max_size: int | None = None, chunk_size: int = CHUNK_SIZE
     ) -> AsyncGenerator[bytes, None]:
-        """Stream a file's content in chunks (bounded memory)."""
+        """Stream a file's content in chunks (bounded memory). A file this session knows as a
+        regular file costs one download (`_open_known`); any other is inspected first."""
         execd = await self._fs.execd()
         target = await self._fs.target(path)
+        if self._fs.known_file(target) is not None and _fallback.download_safe(target):
+            response = await self._open_known(execd, target, max_size)
+            if response is not None:
+                async for chunk in self._stream(execd, target, response, max_size, chunk_size):
+                    yield chunk
+                return
+        async for chunk in self._iter_inspected(execd, target, max_size, chunk_size):
+            yield chunk
+
+    async def _open_known(
+        self, execd: ExecdClient, target: str, max_size: int | None
+    ) -> httpx.Response | None:
+        """The download of a path known as a regular file, once its answer has begun; None when
+        the answer says the path is something else now (it is then inspected like any path).
+
+        A regular file's answer begins at once. One that does not within `_SLOW_ANSWER` is
+        inspected meanwhile: a path that became a FIFO blocks execd's download until a writer
+        comes, and is read like `cat` instead."""
+        opening = asyncio.ensure_future(execd.open_download(target))
+        try:
+            done, _ = await asyncio.wait([opening], timeout=_SLOW_ANSWER)
+            if not done:
+                info, is_file = await self._readable(execd, target)
+                if not is_file or kind_of(info.get("type")) != "file":
+                    self._fs.forget_file(target)
+                    return None
+            response = await opening
+        except ExecdError as exc:
+            self._fs.forget_file(target)
+            if exc.from_execd and exc.status == 404:
+                raise new_path_error(FileNotFoundError, errno.ENOENT, target) from None
+            if _cannot_seek(exc) or path_error(exc.message, target) is None:
+                return None  # a FIFO, a device, a socket: the inspection says which
+            await self._life.fail(exc, "read a file", execd=execd, path=target)
+        except (OSError, OpenSandboxError):
+            self._fs.forget_file(target)
+            raise
+        except Exception as exc:
+            await self._life.fail(exc, "read a file", execd=execd, path=target)
+        finally:
+            if not opening.done():
+                opening.cancel()
+                await asyncio.wait([opening])
+            if not opening.cancelled() and opening.exception() is not None:
+                opening.exception()  # retrieved, so asyncio does not log it
+        length = _declared_length(response)
+        if length is not None and length >= _NO_FILE_LENGTH:
+            # What execd declares for a directory on ext4 (Go seeks to its end): inspect it.
+            await response.aclose()
+            self._fs.forget_file(target)
+            return None
+        if max_size is not None and length is not None and length > max_size:
+            await response.aclose()
+            raise OutputLimitError(
+                f"{target} is {length} bytes, over the limit of {max_size} bytes.", limit=max_size
+            )
+        return response
+
+    async def _stream(
+        self,
+        execd: ExecdClient,
+        target: str,
+        response: httpx.Response,
+        max_size: int | None,
+        chunk_size: int,
+    ) -> AsyncGenerator[bytes, None]:
+        """The body of an open download, checked against `max_size`; closed at the end."""
+        total = 0
+        try:
+            async for chunk in response.aiter_bytes(chunk_size):
+                total += len(chunk)
+                if max_size is not None and total > max_size:
+                    raise OutputLimitError(
+                        f"{target} is over the limit of {max_size} bytes.", limit=max_size
+                    )
+                yield chunk
+        except (OutputLimitError, GeneratorExit):
+            raise
+        except Exception as exc:
+            self._fs.forget_file(target)
+            await self._life.fail(exc, "read a file", execd=execd, path=target)
+        finally:
+            await response.aclose()
+
+    async def _iter_inspected(
+        self, execd: ExecdClient, target: str, max_size: int | None, chunk_size: int
+    ) -> AsyncGenerator[bytes, None]:
+        """`iter_bytes` of a path inspected first (`_readable`)."""
         info, is_file = await self._readable(execd, target)
         size = -1 if kind_of(info.get("type")) == "symlink" else int(info.get("size") or 0)
         if not is_file or _fallback.read_by_command(target):
@@ -78,6 +176,8 @@ class Transfers:
             raise OutputLimitError(
                 f"{target} is {size} bytes, over the limit of {max_size} bytes.", limit=max_size
             )
+        if kind_of(info.get("type")) == "file" and _fallback.download_safe(target):
+            self._fs.learn_file(target, mode_from_digits(info.get("mode")))
         source, alias = target, None
         if not _fallback.download_safe(target):
             # execd would rewrite the name ($) or the server's proxy would refuse the download
@@ -109,6 +209,7 @@ class Transfers:
                     async with asyncio.timeout(30):
                         await self._commands.run_argv(["rm", "-f", "--", alias], timeout=20)
         if unseekable:
+            self._fs.forget_file(target)
             for chunk in _chunks(await self._read_special(target, max_size), chunk_size):
                 yield chunk
 
@@ -323,6 +424,12 @@ def _cannot_seek(exc: BaseException) -> bool:
         and exc.status == 500
         and _fallback.CANNOT_SEEK in exc.message.lower()
     )
+
+
+def _declared_length(response: httpx.Response) -> int | None:
+    """The answer's Content-Length, or None where it has none (chunked through a proxy)."""
+    value = response.headers.get("content-length", "")
+    return int(value) if value.isdigit() else None
 
 
 def _chunks(data: bytes, size: int) -> list[bytes]:

@@ -17,7 +17,14 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Coroutine, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Coroutine,
+    Mapping,
+)
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -182,9 +189,19 @@ class ExecdClient:
                     break
         return bytes(kept[:limit])
 
-    def discard_later(self, paths: list[str]) -> None:
-        """Delete files in the background, off the caller's path (`aclose` waits for it)."""
-        self.later(self.discard_files(paths))
+    def discard_later(self, paths: list[str], *, after: Awaitable[object] | None = None) -> None:
+        """Delete files in the background, off the caller's path (`aclose` waits for it); with
+        `after`, once that has ended (whatever its outcome), in the same one request."""
+        if after is None:
+            self.later(self.discard_files(paths))
+            return
+
+        async def once_ended() -> None:
+            with contextlib.suppress(BaseException):
+                await after
+            await self.discard_files(paths)
+
+        self.later(once_ended())
 
     def later(self, work: Coroutine[Any, Any, None]) -> None:
         """Run a clean-up in the background (`aclose` waits for it); it must not raise."""
@@ -272,14 +289,19 @@ class ExecdClient:
         owner: str | None = None,
         group: str | None = None,
         timeout: float | None = None,
+        marker: str | None = None,
     ) -> None:
-        """Upload one file (multipart: a `metadata` part, then a `file` part), streamed."""
+        """Upload one file (multipart: a `metadata` part, then a `file` part), streamed.
+
+        With `marker`, an empty file of that name follows in the same request: execd writes the
+        pairs of a form one after the other, each to its end (mode and owner set), so the
+        marker appears only once the file is complete (`_files._atomic` waits for it)."""
         meta: dict[str, Any] = {"path": path, "mode": mode}
         if owner:
             meta["owner"] = owner
         if group:
             meta["group"] = group
-        content, headers = _multipart(meta, data)
+        content, headers = _multipart(meta, data, marker)
         request_timeout = httpx.Timeout(
             self._timeout.connect, read=timeout, write=timeout, pool=self._timeout.pool
         )
@@ -287,6 +309,18 @@ class ExecdClient:
             "/files/upload", content=content, headers=headers, timeout=request_timeout
         )
         await _raise_for(response)
+
+    async def open_download(self, path: str) -> httpx.Response:
+        """`GET /files/download`, streamed: the response once its headers are in, for the caller
+        to read and close (`aclose`). An error answer raises `ExecdError` (the response closed)."""
+        request = self._client.build_request("GET", "/files/download", params={"path": path})
+        response = await self._client.send(request, stream=True)
+        try:
+            await _raise_for(response)
+        except BaseException:
+            await response.aclose()
+            raise
+        return response
 
     async def download(self, path: str, *, chunk_size: int = 1 << 20) -> AsyncIterator[bytes]:
         """Stream a file's bytes (no read timeout beyond the per-chunk request timeout)."""
@@ -367,17 +401,9 @@ class ExecdClient:
             logger.warning("could not delete terminal %s (%s)", session_id, type(exc).__name__)
 
 
-def _multipart(
-    meta: Mapping[str, Any], data: bytes | AsyncIterable[bytes]
-) -> tuple[bytes | AsyncIterator[bytes], dict[str, str]]:
-    """The body and headers of an upload: a `metadata` part, then a `file` part with `data`.
-
-    Small bodies are sent whole; larger bytes are sliced with a known length (joining head, data
-    and tail into one body would hold a second copy of the file: 64 MiB more client memory for
-    a 64 MiB file), and an async iterable is streamed as it comes.
-    """
-    boundary = "osb-" + _random_token()
-    head = (
+def _pair(boundary: str, meta: Mapping[str, Any]) -> bytes:
+    """A `metadata` part and the head of the `file` part that follows it."""
+    return (
         f"--{boundary}\r\n"
         'Content-Disposition: form-data; name="metadata"; filename="metadata"\r\n'
         "Content-Type: application/json\r\n\r\n"
@@ -386,7 +412,23 @@ def _multipart(
         'Content-Disposition: form-data; name="file"; filename="file"\r\n'
         "Content-Type: application/octet-stream\r\n\r\n"
     ).encode()
+
+
+def _multipart(
+    meta: Mapping[str, Any], data: bytes | AsyncIterable[bytes], marker: str | None = None
+) -> tuple[bytes | AsyncIterator[bytes], dict[str, str]]:
+    """The body and headers of an upload: a `metadata` part, then a `file` part with `data`
+    (and, with `marker`, a second pair: an empty file of that name).
+
+    Small bodies are sent whole; larger bytes are sliced with a known length (joining head, data
+    and tail into one body would hold a second copy of the file: 64 MiB more client memory for
+    a 64 MiB file), and an async iterable is streamed as it comes.
+    """
+    boundary = "osb-" + _random_token()
+    head = _pair(boundary, meta)
     tail = f"\r\n--{boundary}--\r\n".encode()
+    if marker is not None:
+        tail = b"\r\n" + _pair(boundary, {"path": marker, "mode": 600}) + tail
     headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
     if isinstance(data, bytes | bytearray | memoryview) and len(data) <= _UPLOAD_SLICE:
         content = b"".join((head, bytes(data), tail))

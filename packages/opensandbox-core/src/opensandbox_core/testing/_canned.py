@@ -6,6 +6,7 @@ import posixpath
 import re
 import shlex
 
+from opensandbox_core._files._fallback import RECORD_FORMAT
 from opensandbox_core._files._portable import GNU_PROBE
 from opensandbox_core._wire._framing import PROBE_COMMAND, PROBE_OUTPUT
 
@@ -108,6 +109,8 @@ def _file_command(name: str, args: list[str], box: FakeSandbox) -> bytes | FakeO
         return _rename(args, box)
     if [name, *args] == GNU_PROBE:  # the fake stands for an image with GNU tools
         return b""
+    if name == "find" and args[1:] == ["-maxdepth", "0", "-printf", RECORD_FORMAT]:
+        return _record(args[0], box)
     if name == "realpath" and args[:3] == ["-z", "-m", "--"] and len(args) == 4:
         return (posixpath.normpath(args[3]) + "\0").encode()  # the fake has no symlinks
     if name == "mkdir":
@@ -122,6 +125,51 @@ def _file_command(name: str, args: list[str], box: FakeSandbox) -> bytes | FakeO
             box.files = {p: f for p, f in box.files.items() if not p.startswith(prefix)}
         return b""
     return None
+
+
+def _record(path: str, box: FakeSandbox) -> bytes | FakeOutcome:
+    """`find PATH -maxdepth 0 -printf RECORD_FORMAT`: the record of a file or directory."""
+    name = posixpath.basename(path.rstrip("/")) or "/"
+    if path in box.dirs:
+        return f"d/d/4096/755/0.0/root/root/0/{name}\0".encode()
+    file = box.files.get(path)
+    if file is None:
+        return FakeOutcome(
+            stderr=f"find: '{path}': No such file or directory\n".encode(), exit_code=1
+        )
+    stamp = file.modified.timestamp()
+    record = f"f/f/{len(file.data)}/{file.mode:o}/{stamp:.6f}/root/root/0/{name}\0"
+    return record.encode()
+
+
+def rename_args(command: FakeCommand) -> list[str] | None:
+    """The arguments of the library's rename command (`_files._rename`), or None."""
+    first, _, rest = command.command.partition("\n")
+    if not first.startswith("set -- ") or "exec mv -f" not in rest:
+        return None
+    args = shlex.split(first)[2:]
+    return args if len(args) == 7 else None
+
+
+def marker_of(args: list[str]) -> str:
+    """The marker file the rename command waits for ("": none)."""
+    return args[2]
+
+
+def renamed(args: list[str], box: FakeSandbox) -> FakeOutcome:
+    """What the library's rename command does on the fake's files (no symlinks here)."""
+    temp, target, _, new_mode, mode, uploaded = args[:6]
+    if target in box.dirs:
+        return FakeOutcome(exit_code=84)
+    old = box.files.get(target)
+    want = mode or (format(old.mode, "o") if old is not None else new_mode)
+    moved = box.files.pop(temp, None)
+    if moved is None:
+        return FakeOutcome(stderr=f"mv: cannot stat '{temp}'\n".encode(), exit_code=1)
+    if want != uploaded:
+        moved.mode = int(want, 8)
+    box.files[target] = moved
+    return FakeOutcome(stdout=f"{want}\n".encode())
 
 
 def _rename(args: list[str], box: FakeSandbox) -> bytes | FakeOutcome:

@@ -96,6 +96,9 @@ class FakeSandbox:
     statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
     interrupted: set[str] = field(default_factory=set)
     renewals: int = 0
+    file_api: str = "1.0.19"
+    """The execd file API it answers with: "1.0.19", or "1.0.18" (no `type` in `/files/info`,
+    a missing path there is HTTP 500, no `/directories/list`)."""
 
     def write(self, path: str, data: bytes, mode: int = 0o644) -> None:
         """Put a file in the sandbox (its parent directories too)."""

@@ -89,22 +89,21 @@ def download(box: FakeSandbox, request: httpx.Request) -> httpx.Response:
 
 
 def upload(box: FakeSandbox, request: httpx.Request) -> httpx.Response:
+    """Each (metadata, file) pair in order, each written whole before the next (as execd)."""
     content_type = request.headers.get("content-type", "")
     boundary = content_type.split("boundary=", 1)[-1].strip('"').encode()
     meta: dict[str, Any] = {}
-    data = b""
     for part in request.content.split(b"--" + boundary)[1:-1]:
         head, _, payload = part.partition(b"\r\n\r\n")
         payload = payload[: -len(b"\r\n")] if payload.endswith(b"\r\n") else payload
         if b'name="metadata"' in head:
             meta = json.loads(payload)
-        else:
-            data = payload
-    path = str(meta.get("path", ""))
-    if not path.startswith("/"):
-        return error(400, "INVALID_REQUEST_BODY", "the upload has no absolute path")
-    mode = int(str(meta.get("mode") or "755"), 8)
-    box.write(path, data, mode & 0o777)
+            continue
+        path = str(meta.get("path", ""))
+        if not path.startswith("/"):
+            return error(400, "INVALID_REQUEST_BODY", "the upload has no absolute path")
+        mode = int(str(meta.get("mode") or "755"), 8)
+        box.write(path, payload, mode & 0o777)
     return httpx.Response(200)
 
 
@@ -118,9 +117,10 @@ def _entry(box: FakeSandbox, path: str) -> dict[str, Any] | None:
         when = file.modified.isoformat().replace("+00:00", "Z")
     else:
         return None
-    return {
-        "path": path,
-        "type": kind,
+    entry: dict[str, Any] = (
+        {"path": path, "type": kind} if box.file_api != "1.0.18" else {"path": path}
+    )
+    return entry | {
         "size": size,
         "modified_at": when,
         "created_at": when,
@@ -134,6 +134,8 @@ def file_info(box: FakeSandbox, request: httpx.Request) -> httpx.Response:
     answer: dict[str, Any] = {}
     for path in request.url.params.get_list("path"):
         entry = _entry(box, path)
+        if entry is None and box.file_api == "1.0.18":
+            return error(500, "RUNTIME_ERROR", f"error accessing file: file not found: {path}")
         if entry is None:
             return _not_found(path)
         answer[path] = entry
@@ -141,6 +143,8 @@ def file_info(box: FakeSandbox, request: httpx.Request) -> httpx.Response:
 
 
 def list_dir(box: FakeSandbox, request: httpx.Request) -> httpx.Response:
+    if box.file_api == "1.0.18":
+        return httpx.Response(404, text="404 page not found")
     root = request.url.params.get("path", "/").rstrip("/") or "/"
     if root not in box.dirs:
         return _not_found(root)

@@ -19,7 +19,7 @@ from opensandbox_core._commands._offload import OFFLOAD_ENV, cap_of
 from opensandbox_core._config import Connection
 
 from . import _routes
-from ._canned import canned
+from ._canned import canned, marker_of, rename_args, renamed
 from ._code import FakeCodeInterpreter
 from ._model import (
     _EXECD_PORT,
@@ -43,6 +43,7 @@ class FakeOpenSandbox:
     to the events. `on_command` answers commands before the canned table.
     `kill_on_timeout=False` makes the daemon ignore a command's `timeout` (it runs on until the
     client interrupts it), so only the client's own deadline and interrupt can stop it.
+    `file_api="1.0.18"` answers with execd v1.0.18's file API (see `FakeSandbox.file_api`).
     `code` serves execd's code interpreter (`/code`; see `FakeCodeInterpreter`).
     """
 
@@ -55,10 +56,13 @@ class FakeOpenSandbox:
         kill_on_timeout: bool = True,
         domain: str | None = None,
         api_key: str = "fake-api-key",
+        file_api: Literal["1.0.19", "1.0.18"] = "1.0.19",
         code: FakeCodeInterpreter | None = None,
     ) -> None:
         _validate.choice(framing, "framing", ("legacy", "modern"))
+        _validate.choice(file_api, "file_api", ("1.0.19", "1.0.18"))
         self.framing = framing
+        self.file_api = file_api
         self.on_command = on_command
         self.raw_output_files = raw_output_files
         self.kill_on_timeout = kill_on_timeout
@@ -117,6 +121,7 @@ class FakeOpenSandbox:
     def add_sandbox(self, sandbox_id: str = "sbx-fake", **metadata: str) -> FakeSandbox:
         """A sandbox that exists already (to attach to)."""
         box = FakeSandbox(sandbox_id, dict(metadata), {}, datetime.now(UTC))
+        box.file_api = self.file_api
         self.sandboxes[sandbox_id] = box
         return box
 
@@ -178,6 +183,7 @@ class FakeOpenSandbox:
             {str(k): str(v) for k, v in (body.get("env") or {}).items()},
             datetime.now(UTC),
         )
+        box.file_api = self.file_api
         self.sandboxes[sandbox_id] = box
         self.created.append(sandbox_id)
         return httpx.Response(202, json=self._info(box))
@@ -303,12 +309,17 @@ class FakeOpenSandbox:
                 f"{cwd}: stat {cwd}: no such file or directory"
             )
             return _routes.error(400, "INVALID_REQUEST_BODY", message)
-        outcome = (
-            (self.code.command(command) if self.code is not None else None)
-            or (self.on_command(command) if self.on_command else None)
-            or canned(command)
+        outcome = (self.code.command(command) if self.code is not None else None) or (
+            self.on_command(command) if self.on_command else None
         )
         execution_id = uuid.uuid4().hex
+        rename = rename_args(command) if outcome is None else None
+        if rename is not None:
+            stream = self._rename_stream(box, rename, execution_id, command, request)
+            return httpx.Response(
+                200, headers={"Content-Type": "text/event-stream"}, content=stream
+            )
+        outcome = outcome or canned(command)
         if offload is not None:
             outcome = _offloaded(box, outcome, *offload)
         stream = self._stream(box, execution_id, command, outcome, request, captured)
@@ -372,6 +383,25 @@ class FakeOpenSandbox:
         else:
             status["exit_code"] = 0
             yield _routes.event("execution_complete", None, execution_time=1)
+
+    async def _rename_stream(
+        self,
+        box: FakeSandbox,
+        args: list[str],
+        execution_id: str,
+        command: FakeCommand,
+        request: httpx.Request,
+    ) -> AsyncIterator[bytes]:
+        """The library's rename command: it waits for the upload's marker, then renames."""
+        marker = marker_of(args)
+        for _ in range(5000):
+            if not marker or marker in box.files:
+                break
+            await asyncio.sleep(0.001)
+        landed = not marker or marker in box.files
+        outcome = renamed(args, box) if landed else FakeOutcome(exit_code=86)
+        async for chunk in self._stream(box, execution_id, command, outcome, request):
+            yield chunk
 
     @staticmethod
     async def _sleep(box: FakeSandbox, execution_id: str, seconds: float) -> None:
