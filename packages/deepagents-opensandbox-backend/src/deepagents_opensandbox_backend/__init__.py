@@ -30,7 +30,7 @@ from ._timetravel import (
 if TYPE_CHECKING:
     from ._provider import OpenSandboxProvider
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 
 def __getattr__(name: str) -> Any:

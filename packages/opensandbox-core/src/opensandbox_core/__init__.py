@@ -88,7 +88,7 @@ from ._terminal_tools._toolkit import TerminalTools
 from ._types import BytesResult, CommandResult, FileInfo, FileMatch, LinePage, TransferResult
 from ._wire._framing import Framing, decode_output
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "CANCEL_CLEANUP_WAIT",

@@ -14,7 +14,7 @@ from ._capability import OpenSandbox
 from ._code import OpenSandboxCodeInterpreter
 from ._terminal import OpenSandboxTerminal
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "CREATE_METADATA_KEY",

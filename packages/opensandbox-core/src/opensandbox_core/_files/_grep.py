@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -112,7 +113,8 @@ t="${TMPDIR:-/tmp}/.osb-grep-$$"; n=$1 cap=$2; shift 2
 : > "$t" || exit 5
 while [ "$n" -gt 0 ]; do printf '%s\n' "$1" >> "$t"; shift; n=$((n-1)); done
 m=; if [ "$cap" -gt 0 ]; then m="-m $cap"; fi
-{ for f; do LC_ALL=C grep -n -F $m -f "$t" -- "$f"; echo /; done; } | base64 -w 0; echo
+{ for e; do f=$(printf '%bx' "$e"); f=${f%x}; LC_ALL=C grep -n -F $m -f "$t" -- "$f"; echo /
+done; } | base64 -w 0; echo
 rm -f -- "$t"
 """
 _RISKY: Final = re.compile(r":[0-9]|\n")
@@ -289,13 +291,17 @@ class _Search:
 
     async def _each(self, names: list[str], cap: int) -> dict[str, list[tuple[int, str]]]:
         """The matching lines of each of these files, by a `grep -n` each (no names in the
-        output: each file's records end at a `/` line), in one command per 500 files."""
+        output: each file's records end at a `/` line), in one command per 500 files. The names
+        travel as octal escapes, decoded by the script's `printf %b`."""
         found: dict[str, list[tuple[int, str]]] = {}
         for start in range(0, len(names), 500):
             batch = names[start : start + 500]
             head = ["sh", "-c", _EACH, "grep", str(len(self.patterns)), str(cap)]
+            # Each name as octal escapes for the script's `printf %b`: any byte reaches it
+            # (not UTF-8, line breaks), and the argv stays ASCII.
+            escaped = ["".join(f"\\0{b:03o}" for b in os.fsencode(name)) for name in batch]
             result = await self.commands.run(
-                [*head, *self.patterns, *batch],
+                [*head, *self.patterns, *escaped],
                 cwd=self.root,
                 env=self.env,
                 timeout=self.timeout,
