@@ -434,7 +434,7 @@ async def create(ctx: Context) -> dict[str, Any]:
                     await sandbox.close()
         return _Timed(elapsed)
 
-    from opensandbox_core import SandboxPool
+    from opensandbox_core.fleet import SandboxPool
 
     pool = SandboxPool(SandboxSpec(image), size=1)
 

@@ -27,13 +27,8 @@ import httpx
 import pytest
 import uvicorn
 
-from opensandbox_core import (
-    AsyncSandboxSession,
-    Connection,
-    SandboxSpec,
-    ServerError,
-    destroy_sandbox,
-)
+from opensandbox_core import AsyncSandboxSession, Connection, SandboxSpec, ServerError
+from opensandbox_core.fleet import destroy_sandbox
 
 # No execd generation changes what these tests check (see tests/live/conftest.py).
 pytestmark = pytest.mark.daemon_neutral

@@ -7,7 +7,8 @@ import struct
 
 import pytest
 
-from opensandbox_core import AsyncSandboxSession, SandboxUnavailableError, list_sandboxes
+from opensandbox_core import AsyncSandboxSession, SandboxUnavailableError
+from opensandbox_core.fleet import list_sandboxes
 from testbed.pipeline import CHART_HEIGHT, CHART_WIDTH, WORKDIR, run_pipeline
 
 

@@ -10,7 +10,8 @@ import pytest
 from pydantic_ai.workspaces import Workspace
 
 from deepagents_opensandbox_backend import OpenSandboxBackend
-from opensandbox_core import AsyncSandboxSession, SandboxUnavailableError, list_sandboxes
+from opensandbox_core import AsyncSandboxSession, SandboxUnavailableError
+from opensandbox_core.fleet import list_sandboxes
 from pydantic_ai_opensandbox import OpenSandbox
 from pydantic_ai_opensandbox import OpenSandboxBackend as PydanticBackend
 

@@ -11,11 +11,11 @@ from opensandbox_core import (
     AsyncSandboxSession,
     CommandTimeoutError,
     ConfigurationError,
-    Framing,
     SandboxSpec,
     SandboxUnavailableError,
     UnsupportedDaemonError,
 )
+from opensandbox_core._wire._framing import Framing
 
 
 def profile_spec(image: str, profile: str) -> SandboxSpec:

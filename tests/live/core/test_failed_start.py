@@ -6,12 +6,8 @@ import time
 
 import pytest
 
-from opensandbox_core import (
-    AsyncSandboxSession,
-    SandboxSpec,
-    SandboxUnavailableError,
-    list_sandboxes,
-)
+from opensandbox_core import AsyncSandboxSession, SandboxSpec, SandboxUnavailableError
+from opensandbox_core.fleet import list_sandboxes
 
 # No execd generation changes what these tests check (see tests/live/conftest.py).
 pytestmark = pytest.mark.daemon_neutral

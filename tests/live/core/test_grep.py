@@ -12,13 +12,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from opensandbox_core import (
-    AsyncSandboxSession,
-    CommandResult,
-    GrepMatch,
-    OutputLimitError,
-    SandboxSpec,
-)
+from opensandbox_core import AsyncSandboxSession, CommandResult, OutputLimitError, SandboxSpec
+from opensandbox_core._files._grep import GrepMatch
 
 ROOT = "/workspace/grep-live"
 HOSTILE = ["it's", "$(touch x)", "`id`", "a\\b", "-e", "x*y", "$HOME", "'; touch y; '"]

@@ -11,16 +11,14 @@ from collections.abc import Iterator
 import pytest
 
 from opensandbox_core import (
-    LIBRARY_KEY,
-    OWNER_KEY,
     AsyncSandboxSession,
     Connection,
     SandboxSession,
     SandboxSpec,
     SandboxUnavailableError,
-    list_sandboxes,
-    remove_sandboxes,
 )
+from opensandbox_core._metadata import LIBRARY_KEY, OWNER_KEY
+from opensandbox_core.fleet import list_sandboxes, remove_sandboxes
 from testbed.fault_tools import WithholdingProxy, run_asgi
 
 # No execd generation changes what these tests check (see tests/live/conftest.py).

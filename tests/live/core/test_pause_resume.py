@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from opensandbox_core import (
-    OWNER_KEY,
-    AsyncSandboxSession,
-    Connection,
-    SandboxSpec,
-    SandboxUnavailableError,
-    list_sandboxes,
-)
+from opensandbox_core import AsyncSandboxSession, Connection, SandboxSpec, SandboxUnavailableError
+from opensandbox_core._metadata import OWNER_KEY
+from opensandbox_core.fleet import list_sandboxes
 
 # No execd generation changes what these tests check (see tests/live/conftest.py).
 pytestmark = pytest.mark.daemon_neutral

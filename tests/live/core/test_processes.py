@@ -8,13 +8,8 @@ import time
 import httpx
 import pytest
 
-from opensandbox_core import (
-    AsyncSandboxSession,
-    BackgroundProcess,
-    SandboxPool,
-    SandboxSpec,
-    list_sandboxes,
-)
+from opensandbox_core import AsyncSandboxSession, BackgroundProcess, SandboxSpec
+from opensandbox_core.fleet import SandboxPool, list_sandboxes
 
 
 async def _alive(session: AsyncSandboxSession, pid: str) -> bool:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import re
 
-from opensandbox_core import AsyncSandboxSession, TerminalTools, run_blocking
+from opensandbox_core import AsyncSandboxSession
+from opensandbox_core.adapters import TerminalTools, run_blocking
 
 FIRST_LINE = re.compile(r"terminal (\S+): (.*)")
 

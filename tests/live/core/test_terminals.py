@@ -28,13 +28,13 @@ from opensandbox_core import (
     Connection,
     SandboxSession,
     SandboxSpec,
-    Terminal,
     TerminalBusyError,
     TerminalClosedError,
     TerminalNotFoundError,
     TerminalTakenOverError,
 )
 from opensandbox_core._terminal import _link
+from opensandbox_core._terminal._handle import Terminal
 from opensandbox_core._wire._execd import ExecdClient, ExecdError
 
 module_loop = pytest.mark.asyncio(loop_scope="module")

@@ -23,14 +23,10 @@ import pytest
 
 from deepagents_opensandbox_backend import OpenSandboxBackend
 from deepagents_opensandbox_backend._options import SandboxOptions
-from opensandbox_core import (
-    CANCEL_CLEANUP_WAIT,
-    OWNER_KEY,
-    AsyncSandboxSession,
-    Connection,
-    SandboxSpec,
-    list_sandboxes,
-)
+from opensandbox_core import AsyncSandboxSession, Connection, SandboxSpec
+from opensandbox_core._lifecycle._guard import CANCEL_CLEANUP_WAIT
+from opensandbox_core._metadata import OWNER_KEY
+from opensandbox_core.fleet import list_sandboxes
 from testbed.fault_tools import WithholdingProxy, expire_soon, run_asgi, wait_gone
 
 # No execd generation changes what these tests check (see tests/live/conftest.py).

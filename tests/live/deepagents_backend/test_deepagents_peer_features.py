@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from deepagents_opensandbox_backend import OpenSandboxBackend
-from opensandbox_core import SandboxUnavailableError, Volume, list_sandboxes
+from opensandbox_core import SandboxUnavailableError, Volume
+from opensandbox_core.fleet import list_sandboxes
 
 _ALLOWED = Path(__file__).resolve().parents[3] / ".testbed" / "volumes"  # sandbox.toml's prefix
 

@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 import pytest
 
 from deepagents_opensandbox_backend import OpenSandboxBackend
-from opensandbox_core import SandboxSpec, list_sandboxes
+from opensandbox_core import SandboxSpec
+from opensandbox_core.fleet import list_sandboxes
 
 PROBE = (
     "echo $STAGE $EVERY; tr '\\0' '\\n' < /proc/1/environ | grep -c '^EVERY=' || true; "

@@ -26,7 +26,9 @@ from deepagents_opensandbox_backend import (
     ThreadSandboxBackend,
     terminal_tools,
 )
-from opensandbox_core import TerminalNotFoundError, destroy_sandbox, list_sandboxes, run_blocking
+from opensandbox_core import TerminalNotFoundError
+from opensandbox_core.adapters import run_blocking
+from opensandbox_core.fleet import destroy_sandbox, list_sandboxes
 
 
 class StepModel(BaseChatModel):

@@ -16,7 +16,7 @@ from test_native_tools import HOSTILE_NAMES, LS_PATHS, ROOT, SETUP
 
 from deepagents_opensandbox_backend import OpenSandboxBackend
 from deepagents_opensandbox_backend._listing import LISTING
-from opensandbox_core import run_blocking
+from opensandbox_core.adapters import run_blocking
 
 BUSYBOX_LS = """#!/bin/sh
 for a; do case $a in --quoting-style=*) echo "ls: unrecognized option: ${a#--}" >&2; exit 1;; esac; done

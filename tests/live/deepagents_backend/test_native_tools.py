@@ -19,12 +19,8 @@ from deepagents_opensandbox_backend import DEFAULT_IMAGE, OpenSandboxBackend
 from deepagents_opensandbox_backend._filesystem import native_read
 from deepagents_opensandbox_backend._listing import DirectoryEntry, list_directory
 from deepagents_opensandbox_backend._search import native_glob
-from opensandbox_core import (
-    EditError,
-    NotTextError,
-    SandboxSpec,
-    run_blocking,
-)
+from opensandbox_core import EditError, NotTextError, SandboxSpec
+from opensandbox_core.adapters import run_blocking
 
 ROOT = "/workspace/native-tools"
 MIB = 1024 * 1024

@@ -12,7 +12,8 @@ import pytest
 from deepagents.backends.sandbox import BaseSandbox
 
 from deepagents_opensandbox_backend import DEFAULT_IMAGE, OpenSandboxBackend
-from opensandbox_core import SandboxSpec, run_blocking
+from opensandbox_core import SandboxSpec
+from opensandbox_core.adapters import run_blocking
 
 ROOT = "/workspace/offload"
 

@@ -24,7 +24,8 @@ from deepagents_opensandbox_backend import (
     ThreadSandboxBackend,
     TimeTravelSandboxBackend,
 )
-from opensandbox_core import destroy_sandbox, list_sandboxes, run_blocking
+from opensandbox_core.adapters import run_blocking
+from opensandbox_core.fleet import destroy_sandbox, list_sandboxes
 
 ROOT = "/workspace/thread-tools"
 THREAD = "thread-tools"

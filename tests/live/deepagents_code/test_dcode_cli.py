@@ -28,7 +28,8 @@ pytest.importorskip(
 pytest.importorskip("osb_dcode_scripted", reason="needs the scripted model (scripted_model/)")
 
 from deepagents_opensandbox_backend import OpenSandboxBackend, OpenSandboxProvider
-from opensandbox_core import SandboxUnavailableError, list_sandboxes
+from opensandbox_core import SandboxUnavailableError
+from opensandbox_core.fleet import list_sandboxes
 
 _CONFIG = """\
 [models.providers.scripted]

@@ -37,9 +37,8 @@ from opensandbox_core import (
     ConfigurationError,
     SandboxSpec,
     SandboxUnavailableError,
-    delete_snapshot,
-    snapshot_sandbox,
 )
+from opensandbox_core.fleet import delete_snapshot, snapshot_sandbox
 
 
 @pytest.fixture(autouse=True)

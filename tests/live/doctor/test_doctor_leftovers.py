@@ -17,16 +17,11 @@ from datetime import timedelta
 import httpx
 import pytest
 
-from opensandbox_core import (
-    LIBRARY_KEY,
-    AsyncSandboxSession,
-    Connection,
-    SandboxSpec,
-    destroy_sandbox,
-    list_sandboxes,
-)
+from opensandbox_core import AsyncSandboxSession, Connection, SandboxSpec
 from opensandbox_core._doctor import DoctorOptions, run_doctor
 from opensandbox_core._fleet._admin import LIBRARY_VALUE
+from opensandbox_core._metadata import LIBRARY_KEY
+from opensandbox_core.fleet import destroy_sandbox, list_sandboxes
 
 # No execd generation changes what these tests check (see tests/live/conftest.py).
 pytestmark = pytest.mark.daemon_neutral

@@ -11,9 +11,10 @@ from pydantic_ai.workspaces import WorkspaceRef
 
 from deepagents_opensandbox_backend import OpenSandboxBackend as DeepBackend
 from deepagents_opensandbox_backend import OpenSandboxProvider, ThreadSandboxBackend
-from opensandbox_core import AsyncSandboxSession, SandboxSpec, destroy_sandbox, list_sandboxes
+from opensandbox_core import AsyncSandboxSession, SandboxSpec
 from opensandbox_core._doctor import DoctorOptions, run_doctor
-from opensandbox_core.metadata import ADAPTER_KEY, LIBRARY_KEY
+from opensandbox_core._metadata import ADAPTER_KEY, LIBRARY_KEY
+from opensandbox_core.fleet import destroy_sandbox, list_sandboxes
 from pydantic_ai_opensandbox import CREATE_METADATA_KEY
 from pydantic_ai_opensandbox import OpenSandboxBackend as PydanticBackend
 

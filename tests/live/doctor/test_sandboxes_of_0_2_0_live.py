@@ -19,8 +19,8 @@ from opensandbox import Sandbox
 from opensandbox.config import ConnectionConfig
 
 from deepagents_opensandbox_backend import TimeTravelSandboxBackend
-from opensandbox_core import destroy_sandbox, list_sandboxes
 from opensandbox_core._doctor import DoctorOptions, run_doctor
+from opensandbox_core.fleet import destroy_sandbox, list_sandboxes
 from pydantic_ai_opensandbox import CREATE_METADATA_KEY
 
 pytestmark = pytest.mark.daemon_neutral  # the server's labels, the same on every generation

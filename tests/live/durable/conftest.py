@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from opensandbox_core import destroy_sandbox, list_sandboxes
+from opensandbox_core.fleet import destroy_sandbox, list_sandboxes
 
 if TYPE_CHECKING:
     from _prefect_support import PrefectServer

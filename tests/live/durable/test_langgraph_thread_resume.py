@@ -22,7 +22,7 @@ pytest.importorskip("langgraph.checkpoint.sqlite")
 from _durable_procs import Worker
 
 from deepagents_opensandbox_backend import NAMESPACE_METADATA_KEY, ThreadSandboxBackend
-from opensandbox_core import destroy_sandbox, list_sandboxes
+from opensandbox_core.fleet import destroy_sandbox, list_sandboxes
 
 WORKER = Path(__file__).with_name("_langgraph_worker.py")
 GONE = ("terminated", "failed", "stopping", "deleting")

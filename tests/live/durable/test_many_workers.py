@@ -34,7 +34,7 @@ from _lost_creates import LosingProxy
 from _temporal_support import connect_client, created_sandboxes
 
 from deepagents_opensandbox_backend import NAMESPACE_METADATA_KEY, ThreadSandboxBackend
-from opensandbox_core import list_sandboxes
+from opensandbox_core.fleet import list_sandboxes
 from testbed.fault_tools import run_asgi
 
 HERE = Path(__file__).parent

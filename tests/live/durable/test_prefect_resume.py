@@ -30,7 +30,7 @@ from _durable_procs import Worker
 from _prefect_support import PrefectServer, group_pids, wait_group_gone
 from _temporal_support import LOOPBACK, api_base, created_sandboxes, listening_addresses
 
-from opensandbox_core import list_sandboxes
+from opensandbox_core.fleet import list_sandboxes
 
 WORKER = Path(__file__).with_name("_prefect_worker.py")
 MARKER = "written-before-the-crash"

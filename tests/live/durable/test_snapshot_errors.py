@@ -12,13 +12,11 @@ import json
 import httpx
 import pytest
 
-from opensandbox_core import (
-    ConfigurationError,
-    Connection,
-    ServerError,
+from opensandbox_core import ConfigurationError, Connection, ServerError
+from opensandbox_core._fleet._snapshots import get_snapshot
+from opensandbox_core.fleet import (
     SnapshotsUnsupportedError,
     delete_snapshot,
-    get_snapshot,
     restore_snapshot,
     snapshot_sandbox,
 )

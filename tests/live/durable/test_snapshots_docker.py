@@ -14,15 +14,14 @@ import uuid
 import httpx
 
 from opensandbox_core import (
-    OWNER_KEY,
     AsyncSandboxSession,
     Connection,
     SandboxSpec,
     SandboxUnavailableError,
     ServerError,
-    destroy_sandbox,
-    list_sandboxes,
 )
+from opensandbox_core._metadata import OWNER_KEY
+from opensandbox_core.fleet import destroy_sandbox, list_sandboxes
 
 
 async def _read_when_ready(sandbox_id: str, path: str) -> bytes:
@@ -101,13 +100,8 @@ async def test_a_snapshot_restores_the_files_of_its_moment(
 async def test_the_snapshot_api_restores_files_and_gives_the_copy_a_new_owner(
     sandbox_image: str,
 ) -> None:
-    from opensandbox_core import (
-        delete_snapshot,
-        get_snapshot,
-        list_snapshots,
-        restore_snapshot,
-        snapshot_sandbox,
-    )
+    from opensandbox_core._fleet._snapshots import get_snapshot, list_snapshots
+    from opensandbox_core.fleet import delete_snapshot, restore_snapshot, snapshot_sandbox
 
     tag = {"osb-test": f"snapapi-{uuid.uuid4().hex[:10]}"}
     source = AsyncSandboxSession(SandboxSpec(image=sandbox_image, metadata=tag, lifetime=600))

@@ -28,7 +28,7 @@ from _temporal_support import (
     listening_addresses,
 )
 
-from opensandbox_core import list_sandboxes
+from opensandbox_core.fleet import list_sandboxes
 
 WORKER = Path(__file__).with_name("_temporal_worker.py")
 

@@ -19,7 +19,7 @@ from deepagents_opensandbox_backend import (
     THREAD_METADATA_KEY,
     ThreadSandboxBackend,
 )
-from opensandbox_core import destroy_sandbox, list_sandboxes
+from opensandbox_core.fleet import destroy_sandbox, list_sandboxes
 
 
 def _live(summaries: list, key: str | None = None) -> list[str]:

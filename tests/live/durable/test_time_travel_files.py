@@ -35,7 +35,11 @@ from deepagents_opensandbox_backend import (
     ThreadSandboxBackend,
     TimeTravelSandboxBackend,
 )
-from opensandbox_core import OWNER_KEY, SandboxSummary, get_snapshot, list_sandboxes, run_blocking
+from opensandbox_core._fleet._admin import SandboxSummary
+from opensandbox_core._fleet._snapshots import get_snapshot
+from opensandbox_core._metadata import OWNER_KEY
+from opensandbox_core.adapters import run_blocking
+from opensandbox_core.fleet import list_sandboxes
 
 SCRIPTS: dict[str, list[Any]] = {
     "build": [

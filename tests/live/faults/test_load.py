@@ -11,7 +11,9 @@ import time
 
 import pytest
 
-from opensandbox_core import OWNER_KEY, AsyncSandboxSession, Connection, SandboxSpec, list_sandboxes
+from opensandbox_core import AsyncSandboxSession, Connection, SandboxSpec
+from opensandbox_core._metadata import OWNER_KEY
+from opensandbox_core.fleet import list_sandboxes
 from testbed.fault_tools import WithholdingProxy, run_asgi
 
 pytestmark = pytest.mark.slow

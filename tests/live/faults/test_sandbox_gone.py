@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from _drivers import PACKAGES, open_driver
 
-from opensandbox_core import OWNER_KEY, destroy_sandbox, list_sandboxes
+from opensandbox_core._metadata import OWNER_KEY
+from opensandbox_core.fleet import destroy_sandbox, list_sandboxes
 from testbed.fault_tools import expire_soon, wait_gone
 
 GONE_HOW = ["deleted", "expired"]

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 import pytest
 from pydantic_ai.workspaces import WorkspaceRef
 
-from opensandbox_core import destroy_sandbox
+from opensandbox_core.fleet import destroy_sandbox
 from pydantic_ai_opensandbox import OpenSandbox, OpenSandboxBackend
 
 

@@ -14,7 +14,7 @@ import pytest
 from pydantic_ai.workspaces import WorkspaceBackend, WorkspaceRef
 from pydantic_ai.workspaces.conformance import WorkspaceBackendSuite
 
-from opensandbox_core import destroy_sandbox
+from opensandbox_core.fleet import destroy_sandbox
 from pydantic_ai_opensandbox import OpenSandbox, OpenSandboxBackend
 
 

@@ -21,7 +21,7 @@ from _harness import MISSING
 pytest.importorskip("dbos")
 pytest.importorskip("pydantic_ai_harness", reason=MISSING)  # the worker runs Shell()
 
-from opensandbox_core import destroy_sandbox, list_sandboxes
+from opensandbox_core.fleet import destroy_sandbox, list_sandboxes
 from pydantic_ai_opensandbox import CREATE_METADATA_KEY
 
 # No execd generation changes what these tests check (see tests/live/conftest.py).

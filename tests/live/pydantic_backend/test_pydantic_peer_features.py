@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from pydantic_ai.workspaces import WorkspaceUnavailableError
 
-from opensandbox_core import Volume, list_sandboxes
+from opensandbox_core import Volume
+from opensandbox_core.fleet import list_sandboxes
 from pydantic_ai_opensandbox import CREATE_METADATA_KEY, OpenSandbox, OpenSandboxBackend
 
 _ALLOWED = Path(__file__).resolve().parents[3] / ".testbed" / "volumes"  # sandbox.toml's prefix

@@ -20,7 +20,7 @@ from pydantic_ai.workspaces import Workspace, WorkspaceRef, WorkspaceUnavailable
 from pydantic_ai_harness.coder import Coder
 from pydantic_ai_harness.shell import Shell
 
-from opensandbox_core import list_sandboxes
+from opensandbox_core.fleet import list_sandboxes
 from pydantic_ai_opensandbox import CREATE_METADATA_KEY, OpenSandbox, OpenSandboxBackend
 
 IMAGE = "python:3.13-slim"

@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 
 from pydantic_ai.workspaces import WorkspaceRef
 
-from opensandbox_core import SandboxSpec, list_sandboxes
+from opensandbox_core import SandboxSpec
+from opensandbox_core.fleet import list_sandboxes
 from pydantic_ai_opensandbox import CREATE_METADATA_KEY, OpenSandbox, OpenSandboxBackend
 
 PROBE = [

@@ -29,10 +29,9 @@ from opensandbox_core import (
     SandboxSpec,
     SandboxUnavailableError,
     ServerError,
-    destroy_sandbox,
-    list_sandboxes,
 )
 from opensandbox_core._errors import from_foreign, is_connect_error, is_lost_response
+from opensandbox_core.fleet import destroy_sandbox, list_sandboxes
 from opensandbox_core.testing import FakeOpenSandbox
 
 SECRET = "sk-boundary-secret-0123456789"

@@ -24,7 +24,8 @@ from opensandbox_core import (
     SandboxSession,
     SandboxSpec,
 )
-from opensandbox_core.testing import FakeCell, FakeCodeInterpreter, FakeKernel, FakeOpenSandbox
+from opensandbox_core.testing import FakeCodeInterpreter, FakeOpenSandbox
+from opensandbox_core.testing._code import FakeCell, FakeKernel
 
 pytestmark = pytest.mark.filterwarnings("ignore::opensandbox_core.InsecureSandboxWarning")
 

@@ -21,7 +21,8 @@ from opensandbox_core import (
 )
 from opensandbox_core._code_tools._render import MAX_IMAGE_BYTES, MAX_IMAGES, render
 from opensandbox_core.adapters import CodeTool
-from opensandbox_core.testing import FakeCell, FakeCodeInterpreter, FakeKernel, FakeOpenSandbox
+from opensandbox_core.testing import FakeCodeInterpreter, FakeOpenSandbox
+from opensandbox_core.testing._code import FakeCell, FakeKernel
 
 pytestmark = pytest.mark.filterwarnings("ignore::opensandbox_core.InsecureSandboxWarning")
 

@@ -13,15 +13,9 @@ import logging
 import httpx
 import pytest
 
-from opensandbox_core import (
-    AsyncSandboxSession,
-    Connection,
-    CreateGuard,
-    OpenSandboxError,
-    SandboxSpec,
-    discard_sandbox,
-    run_to_completion,
-)
+from opensandbox_core import AsyncSandboxSession, Connection, OpenSandboxError, SandboxSpec
+from opensandbox_core._lifecycle._guard import run_to_completion
+from opensandbox_core.adapters import CreateGuard, discard_sandbox
 from opensandbox_core.testing import FakeOpenSandbox
 
 pytestmark = pytest.mark.filterwarnings("ignore::opensandbox_core.InsecureSandboxWarning")

@@ -10,17 +10,12 @@ from typing import ClassVar
 import httpx
 import pytest
 
-from opensandbox_core import (
-    LIBRARY_KEY,
-    OWNER_KEY,
-    ConfigurationError,
-    Connection,
-    SandboxSummary,
-    remove_sandboxes,
-)
+from opensandbox_core import ConfigurationError, Connection
 from opensandbox_core._doctor import DoctorOptions, run_checks
 from opensandbox_core._doctor._registry import CHECKS
-from opensandbox_core._fleet._admin import LIBRARY_VALUE, idle_time, select_idle
+from opensandbox_core._fleet._admin import LIBRARY_VALUE, SandboxSummary, idle_time, select_idle
+from opensandbox_core._metadata import LIBRARY_KEY, OWNER_KEY
+from opensandbox_core.fleet import remove_sandboxes
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)

@@ -25,12 +25,11 @@ from opensandbox_core import (
     Connection,
     InsecureSandboxWarning,
     SandboxSpec,
-    list_sandboxes,
 )
 from opensandbox_core._doctor import DoctorOptions, run_checks
 from opensandbox_core._doctor._registry import CHECKS
 from opensandbox_core._entry_points import installed_adapters
-from opensandbox_core.metadata import (
+from opensandbox_core._metadata import (
     ADAPTER_KEY,
     DOCTOR_KEY,
     LIBRARY_KEY,
@@ -39,6 +38,7 @@ from opensandbox_core.metadata import (
     adapter_labels,
     adapter_of,
 )
+from opensandbox_core.fleet import list_sandboxes
 from opensandbox_core.testing import FakeOpenSandbox
 from pydantic_ai_opensandbox import CREATE_METADATA_KEY, OpenSandboxBackend
 

@@ -13,16 +13,12 @@ import httpx
 import pytest
 from opensandbox.transport import RetryAsyncTransport, RetryPolicy
 
-from opensandbox_core import (
-    AsyncSandboxSession,
-    Connection,
-    OpenSandboxError,
-    ProcessStatus,
-    SandboxSpec,
-)
+from opensandbox_core import AsyncSandboxSession, Connection, OpenSandboxError, SandboxSpec
+from opensandbox_core._commands._background import ProcessStatus
 from opensandbox_core._lifecycle._sandbox import SandboxLifecycle
 from opensandbox_core._wire._events import CommandEvents, command_body, timeout_ms
-from opensandbox_core.testing import FakeCommand, FakeOpenSandbox, FakeOutcome
+from opensandbox_core.testing import FakeOpenSandbox, FakeOutcome
+from opensandbox_core.testing._model import FakeCommand
 
 pytestmark = pytest.mark.filterwarnings("ignore::opensandbox_core.InsecureSandboxWarning")
 

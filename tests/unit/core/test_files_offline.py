@@ -31,7 +31,7 @@ from urllib.parse import parse_qsl, urlsplit
 import httpx
 import pytest
 
-from opensandbox_core import AsyncSandboxSession, CommandResult, Connection, Framing
+from opensandbox_core import AsyncSandboxSession, CommandResult, Connection
 from opensandbox_core._errors import path_error
 from opensandbox_core._files import _fallback as _files
 from opensandbox_core._files import _portable
@@ -39,6 +39,7 @@ from opensandbox_core._files._filesystem import file_api_cache as _file_api_cach
 from opensandbox_core._lifecycle._sandbox import LoopClients as _LoopClients
 from opensandbox_core._lifecycle._sandbox import Ready as _Ready
 from opensandbox_core._wire._execd import ExecdClient, ExecdEndpoint
+from opensandbox_core._wire._framing import Framing
 
 RECORDINGS = Path(__file__).resolve().parents[2] / "data" / "execd-recordings"
 VERSIONS = ("v1.0.19", "v1.0.18")

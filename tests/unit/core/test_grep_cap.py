@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from opensandbox_core import CommandResult, OutputLimitError, decode_output
+from opensandbox_core import CommandResult, OutputLimitError
 from opensandbox_core._files._grep import GrepResult, grep
+from opensandbox_core.adapters import decode_output
 
 APPLETS = ("sh", "find", "grep", "base64", "echo", "printf", "rm", "head")
 

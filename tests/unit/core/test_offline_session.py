@@ -20,7 +20,8 @@ from opensandbox_core import (
     SandboxUnavailableError,
     ServerError,
 )
-from opensandbox_core.testing import FakeCommand, FakeOpenSandbox, FakeOutcome
+from opensandbox_core.testing import FakeOpenSandbox, FakeOutcome
+from opensandbox_core.testing._model import FakeCommand
 
 FRAMINGS = ["legacy", "modern"]
 

@@ -14,7 +14,8 @@ from opensandbox_core import (
     SandboxSession,
     SandboxSpec,
 )
-from opensandbox_core.testing import FakeCommand, FakeOpenSandbox, FakeOutcome
+from opensandbox_core.testing import FakeOpenSandbox, FakeOutcome
+from opensandbox_core.testing._model import FakeCommand
 
 BIG = b"".join(b"line %d\n" % i for i in range(1, 2001))
 

@@ -9,13 +9,8 @@ import dataclasses
 import pytest
 import trio
 
-from opensandbox_core import (
-    AsyncSandboxSession,
-    OperationScope,
-    SandboxSpec,
-    keyword_defaults,
-    running_on_asyncio,
-)
+from opensandbox_core import AsyncSandboxSession, SandboxSpec
+from opensandbox_core.adapters import OperationScope, keyword_defaults, running_on_asyncio
 from opensandbox_core.testing import FakeOpenSandbox
 
 

@@ -8,13 +8,8 @@ import time
 
 import pytest
 
-from opensandbox_core import (
-    ConfigurationError,
-    SandboxPool,
-    SandboxSpec,
-    SandboxUnavailableError,
-    ServerError,
-)
+from opensandbox_core import ConfigurationError, SandboxSpec, SandboxUnavailableError, ServerError
+from opensandbox_core.fleet import SandboxPool
 from opensandbox_core.testing import FakeOpenSandbox
 
 SPEC = SandboxSpec(image="img")

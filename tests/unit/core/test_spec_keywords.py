@@ -8,15 +8,9 @@ from types import MappingProxyType
 
 import pytest
 
-from opensandbox_core import (
-    ConfigurationError,
-    SandboxSpec,
-    SpecField,
-    Volume,
-    default_entrypoint,
-    spec_from_keywords,
-)
+from opensandbox_core import ConfigurationError, SandboxSpec, Volume
 from opensandbox_core._create import create_arguments
+from opensandbox_core.adapters import SpecField, default_entrypoint, spec_from_keywords
 from opensandbox_core.validation import idle_lifetime
 
 TABLE = MappingProxyType(

@@ -10,22 +10,20 @@ from typing import Any
 
 import pytest
 
-from opensandbox_core import (
-    AsyncSandboxSession,
-    BackgroundProcess,
+from opensandbox_core import AsyncSandboxSession, BackgroundProcess, SandboxSession
+from opensandbox_core._code import CodeInterpreter
+from opensandbox_core._commands._facet import Commands
+from opensandbox_core._files._facet import Files
+from opensandbox_core._sync import (
+    BlockingBackgroundProcess,
     BlockingCode,
     BlockingCommands,
     BlockingFiles,
     BlockingTerminal,
     BlockingTerminals,
-    CodeInterpreter,
-    Commands,
-    Files,
-    SandboxSession,
-    Terminal,
-    Terminals,
 )
-from opensandbox_core._sync import BlockingBackgroundProcess
+from opensandbox_core._terminal._facet import Terminals
+from opensandbox_core._terminal._handle import Terminal
 
 # Async name -> blocking name, where the blocking one is spelled differently on purpose.
 RENAMED = {"aclose": "close", "__aenter__": "__enter__", "__aexit__": "__exit__"}

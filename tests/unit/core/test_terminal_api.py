@@ -18,25 +18,24 @@ from test_terminal_offline import Env, fake_env
 
 from opensandbox_core import (
     AsyncSandboxSession,
-    BlockingTerminals,
     Connection,
     OpenSandboxError,
     ServerError,
-    Terminal,
     TerminalBusyError,
     TerminalClosedError,
     TerminalError,
     TerminalNotFoundError,
     TerminalTakenOverError,
     TerminalTimeoutError,
-    TerminalTools,
 )
 from opensandbox_core import _validate as validate_module
+from opensandbox_core._sync import BlockingTerminals
 from opensandbox_core._terminal import _frames, _handle
 from opensandbox_core._terminal._facet import OpeningTerminal, Terminals
+from opensandbox_core._terminal._handle import Terminal
 from opensandbox_core._terminal._link import Target
 from opensandbox_core._wire._execd import ExecdClient
-from opensandbox_core.adapters import ScopedTerminalTools
+from opensandbox_core.adapters import ScopedTerminalTools, TerminalTools
 
 
 @pytest.fixture

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from opensandbox_core import ConfigurationError, keystrokes
+from opensandbox_core import ConfigurationError
 from opensandbox_core._terminal_tools._entry import Entry, _found, echo_of
+from opensandbox_core._terminal_tools._keys import keystrokes
 from opensandbox_core._terminal_tools._output import OutputText
 
 # -- keystrokes -----------------------------------------------------------------------------------

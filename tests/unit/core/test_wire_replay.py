@@ -29,7 +29,6 @@ from opensandbox_core import (
     AsyncSandboxSession,
     CommandTimeoutError,
     Connection,
-    Framing,
     UnsupportedDaemonError,
     defaults,
 )
@@ -37,7 +36,7 @@ from opensandbox_core._commands._output import WARNED_REBUILT
 from opensandbox_core._lifecycle import _reach
 from opensandbox_core._lifecycle._sandbox import SandboxLifecycle
 from opensandbox_core._wire._execd import ExecdClient, ExecdEndpoint
-from opensandbox_core._wire._framing import EventSplitter, decode_output
+from opensandbox_core._wire._framing import EventSplitter, Framing, decode_output
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "execd-recordings"
 VERSIONS = ["v1.0.19", "v1.0.18"]

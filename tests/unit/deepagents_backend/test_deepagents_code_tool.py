@@ -14,7 +14,8 @@ from langchain_core.messages import ToolMessage
 
 from deepagents_opensandbox_backend import OpenSandboxBackend, code_tools
 from opensandbox_core import AsyncSandboxSession, SandboxSpec
-from opensandbox_core.testing import FakeCell, FakeCodeInterpreter, FakeKernel, FakeOpenSandbox
+from opensandbox_core.testing import FakeCodeInterpreter, FakeOpenSandbox
+from opensandbox_core.testing._code import FakeCell, FakeKernel
 
 pytestmark = pytest.mark.filterwarnings("ignore::opensandbox_core.InsecureSandboxWarning")
 

@@ -309,7 +309,8 @@ def test_warns_only_without_any_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.filterwarnings("ignore::opensandbox_core.InsecureSandboxWarning")
 def test_terminal_tools_are_the_cores_four_tools_and_build_without_io() -> None:
-    from opensandbox_core import AsyncSandboxSession, TerminalTools
+    from opensandbox_core import AsyncSandboxSession
+    from opensandbox_core.adapters import TerminalTools
 
     backend = OpenSandboxBackend(AsyncSandboxSession(sandbox_id="sbx-1"))
     tools = deepagents_opensandbox_backend.terminal_tools(backend)

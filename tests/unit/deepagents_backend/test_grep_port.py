@@ -23,8 +23,9 @@ from _local_sandbox import LocalSandbox
 from deepagents.backends.sandbox import BaseSandbox
 
 from deepagents_opensandbox_backend._search import native_grep
-from opensandbox_core import CommandResult, FileInfo, GrepResult, decode_output, run_blocking
+from opensandbox_core import CommandResult, FileInfo, GrepResult
 from opensandbox_core._files._grep import grep as core_grep
+from opensandbox_core.adapters import decode_output, run_blocking
 
 APPLETS = ("sh", "find", "grep", "xargs", "base64", "echo", "cat", "printf", "rm", "head", "env")
 

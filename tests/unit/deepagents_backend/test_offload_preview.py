@@ -21,9 +21,10 @@ from deepagents.backends.sandbox import BaseSandbox
 
 from deepagents_opensandbox_backend._run import head_lines, offload_view, tail_lines
 from deepagents_opensandbox_backend._texts import OFFLOAD_PREVIEW
-from opensandbox_core import OffloadedRun, decode_output
+from opensandbox_core import OffloadedRun
 from opensandbox_core._commands._capture import CAPTURE_ENV
 from opensandbox_core._commands._offload import _SCRIPT, OFFLOAD_ENV
+from opensandbox_core.adapters import decode_output
 
 MARKER = re.compile(r"osb-offload: (-?[0-9]+) +([0-9]+) +([0-9]+)\n")
 

@@ -23,18 +23,13 @@ from hypothesis import strategies as st
 
 from deepagents_opensandbox_backend._filesystem import check_transfer_path, execute_timeout
 from deepagents_opensandbox_backend._options import SandboxOptions
-from opensandbox_core import (
-    AsyncSandboxSession,
-    ConfigurationError,
-    Connection,
-    Framing,
-    validation,
-)
+from opensandbox_core import AsyncSandboxSession, ConfigurationError, Connection, validation
 from opensandbox_core._lifecycle._sandbox import Ready as _Ready
 from opensandbox_core._validate import command_text as _command_text
 from opensandbox_core._validate import env as _check_env
 from opensandbox_core._validate import timeout as _check_timeout
 from opensandbox_core._wire._execd import ExecdEndpoint
+from opensandbox_core._wire._framing import Framing
 
 # Any string at all: control characters, NUL, newlines, quotes, lone surrogates (non-UTF-8).
 ANY_TEXT = st.text(st.characters(), max_size=200)

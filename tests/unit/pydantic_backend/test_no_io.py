@@ -173,7 +173,7 @@ def test_refused_api_key_is_unavailable() -> None:
 
 
 def test_terminal_capability_gives_the_cores_four_tools_without_io() -> None:
-    from opensandbox_core import TerminalTools
+    from opensandbox_core.adapters import TerminalTools
     from pydantic_ai_opensandbox import OpenSandboxTerminal
 
     capability = OpenSandboxTerminal()

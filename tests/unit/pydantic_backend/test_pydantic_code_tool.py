@@ -16,7 +16,8 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from opensandbox_core.testing import FakeCell, FakeCodeInterpreter, FakeKernel, FakeOpenSandbox
+from opensandbox_core.testing import FakeCodeInterpreter, FakeOpenSandbox
+from opensandbox_core.testing._code import FakeCell, FakeKernel
 from pydantic_ai_opensandbox import OpenSandboxBackend, OpenSandboxCodeInterpreter
 
 pytestmark = pytest.mark.filterwarnings("ignore::opensandbox_core.InsecureSandboxWarning")

@@ -11,15 +11,17 @@ from typing import Any, Unpack
 
 from deepagents.backends.protocol import ExecuteOffloadResult, ExecuteResponse
 
-from opensandbox_core import (
-    DEFAULT,
-    AsyncSandboxSession,
+from opensandbox_core import AsyncSandboxSession
+from opensandbox_core.adapters import (
     CreateGuard,
     DirectoryUpload,
     UploadOptions,
     run_blocking,
+    takes_keywords,
+    takes_keywords_after_id,
+    twin,
 )
-from opensandbox_core.adapters import takes_keywords, takes_keywords_after_id, twin
+from opensandbox_core.defaults import DEFAULT
 
 from ._filesystem import NativeFiles, execute_timeout
 from ._options import DEFAULT_IMAGE, SEED_ORDER, AttachOptions, SandboxOptions

@@ -16,12 +16,8 @@ from typing import Any
 from langchain_core.messages.content import create_image_block, create_text_block
 from langchain_core.tools import BaseTool, StructuredTool
 
-from opensandbox_core import (
-    CodeContext,
-    CodeInterpreterUnavailableError,
-    run_blocking,
-)
-from opensandbox_core.adapters import CodeTool, CodeToolResult
+from opensandbox_core import CodeContext, CodeInterpreterUnavailableError
+from opensandbox_core.adapters import CodeTool, CodeToolResult, run_blocking
 
 from ._backend import OpenSandboxBackend
 from ._threads import ThreadSandboxBackend

@@ -26,16 +26,10 @@ from deepagents.backends.protocol import (
 )
 from deepagents.backends.sandbox import BaseSandbox
 
-from opensandbox_core import (
-    DEFAULT,
-    AsyncSandboxSession,
-    EditError,
-    NotTextError,
-    OutputLimitError,
-    run_blocking,
-)
+from opensandbox_core import AsyncSandboxSession, EditError, NotTextError, OutputLimitError
 from opensandbox_core import validation as _validate
-from opensandbox_core.adapters import twin
+from opensandbox_core.adapters import run_blocking, twin
+from opensandbox_core.defaults import DEFAULT
 
 from ._handle import BackendHandle
 from ._listing import list_directory

@@ -11,8 +11,8 @@ import logging
 from types import TracebackType
 from typing import Self
 
-from opensandbox_core import AsyncSandboxSession, run_blocking
-from opensandbox_core.adapters import twin
+from opensandbox_core import AsyncSandboxSession
+from opensandbox_core.adapters import run_blocking, twin
 
 __all__ = ["BackendHandle"]
 

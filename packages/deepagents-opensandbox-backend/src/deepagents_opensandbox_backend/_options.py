@@ -17,13 +17,11 @@ from opensandbox_core import (
     Connection,
     NetworkPolicy,
     SandboxSpec,
-    SpecField,
     Volume,
-    spec_from_keywords,
 )
 from opensandbox_core import defaults as _defaults
 from opensandbox_core import validation as _validate
-from opensandbox_core.adapters import SessionKeywords
+from opensandbox_core.adapters import SessionKeywords, SpecField, spec_from_keywords
 from opensandbox_core.metadata import adapter_labels
 
 __all__ = [

@@ -14,12 +14,7 @@ from dataclasses import fields
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from opensandbox_core import (
-    ConfigurationError,
-    SandboxUnavailableError,
-    UnsupportedDaemonError,
-    destroy_sandbox,
-)
+from opensandbox_core import ConfigurationError, SandboxUnavailableError, UnsupportedDaemonError
 from opensandbox_core import defaults as _defaults
 from opensandbox_core import validation as _validate
 from opensandbox_core.adapters import (
@@ -30,6 +25,7 @@ from opensandbox_core.adapters import (
     split_snapshot,
     twin,
 )
+from opensandbox_core.fleet import destroy_sandbox
 from opensandbox_core.metadata import adapter_labels
 
 from ._backend import OpenSandboxBackend

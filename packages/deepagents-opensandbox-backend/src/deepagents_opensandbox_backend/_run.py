@@ -14,13 +14,9 @@ from typing import Any, Final
 
 from deepagents.backends.protocol import ExecuteOffloadResult, ExecuteResponse
 
-from opensandbox_core import (
-    DEFAULT,
-    AsyncSandboxSession,
-    CommandTimeoutError,
-    OffloadedRun,
-    decode_output,
-)
+from opensandbox_core import AsyncSandboxSession, CommandTimeoutError, OffloadedRun
+from opensandbox_core.adapters import decode_output
+from opensandbox_core.defaults import DEFAULT
 
 __all__ = [
     "TIMEOUT_EXIT_CODE",

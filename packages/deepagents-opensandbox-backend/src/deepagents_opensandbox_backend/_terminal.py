@@ -9,9 +9,13 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.tools import BaseTool, StructuredTool
 
-from opensandbox_core import TerminalTools, TerminalToolSpec, run_blocking
 from opensandbox_core import validation as _validate
-from opensandbox_core.adapters import ScopedTerminalTools
+from opensandbox_core.adapters import (
+    ScopedTerminalTools,
+    TerminalTools,
+    TerminalToolSpec,
+    run_blocking,
+)
 
 from ._backend import OpenSandboxBackend
 from ._threads import ThreadSandboxBackend

@@ -10,8 +10,9 @@ from typing import Any
 
 from deepagents.backends.sandbox import BaseSandbox
 
-from opensandbox_core import AsyncSandboxSession, KeyedSandboxes
+from opensandbox_core import AsyncSandboxSession
 from opensandbox_core.adapters import takes_keywords, twin
+from opensandbox_core.fleet import KeyedSandboxes
 
 from ._backend import OpenSandboxBackend
 from ._options import SEED_ORDER, ThreadOptions

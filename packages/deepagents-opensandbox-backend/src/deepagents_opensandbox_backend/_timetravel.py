@@ -17,7 +17,8 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from opensandbox_core import CheckpointFiles, FilesVersion, run_blocking
+from opensandbox_core.adapters import run_blocking
+from opensandbox_core.fleet import CheckpointFiles, FilesVersion
 from opensandbox_core.metadata import adapter_labels
 
 from ._backend import OpenSandboxBackend

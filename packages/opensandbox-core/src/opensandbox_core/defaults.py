@@ -6,5 +6,6 @@ name is a plain constant (see each one's docstring in the source); they stay the
 minor version.
 """
 
-from ._defaults import *  # noqa: F403  (the names and `__all__` are the private module's)
-from ._defaults import __all__ as __all__
+from ._defaults import DEFAULT, LIFETIME, MAX_OUTPUT, READY_TIMEOUT, WORKING_DIR
+
+__all__ = ["DEFAULT", "LIFETIME", "MAX_OUTPUT", "READY_TIMEOUT", "WORKING_DIR"]

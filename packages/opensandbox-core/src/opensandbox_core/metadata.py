@@ -7,5 +7,7 @@ package created a sandbox). The default labels of keyed sandboxes and checkpoint
 table is in `docs/core.md#sandbox-metadata`. The names stay the same within a minor version.
 """
 
-from ._metadata import *  # noqa: F403  (the names and `__all__` are the private module's)
-from ._metadata import __all__ as __all__
+from ._fleet._keyed import NAMESPACE_METADATA_KEY
+from ._metadata import ADAPTER_KEY, adapter_labels
+
+__all__ = ["ADAPTER_KEY", "NAMESPACE_METADATA_KEY", "adapter_labels"]

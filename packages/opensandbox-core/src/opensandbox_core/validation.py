@@ -6,5 +6,32 @@ that normalise a value return it. The adapters use these so that one rule gives 
 every package. The functions and their messages stay the same within a minor version.
 """
 
-from ._validate import *  # noqa: F403  (the names and `__all__` are the private module's)
-from ._validate import __all__ as __all__
+from ._validate import (
+    ArgumentTypeError,
+    byte_data,
+    command_form,
+    env,
+    idle_lifetime,
+    one_of,
+    positive_int,
+    sandbox_id,
+    seconds,
+    timeout,
+    working_dir,
+    zero_is_none,
+)
+
+__all__ = [
+    "ArgumentTypeError",
+    "byte_data",
+    "command_form",
+    "env",
+    "idle_lifetime",
+    "one_of",
+    "positive_int",
+    "sandbox_id",
+    "seconds",
+    "timeout",
+    "working_dir",
+    "zero_is_none",
+]

@@ -25,22 +25,19 @@ from pydantic_ai.workspaces import (
     WorkspaceRef,
 )
 
-from opensandbox_core import (
-    AsyncSandboxSession,
-    DirectoryUpload,
-    NetworkPolicy,
-    OperationScope,
-    SandboxSpec,
-    UploadOptions,
-    Volume,
-    keyword_defaults,
-    spec_from_keywords,
-)
+from opensandbox_core import AsyncSandboxSession, NetworkPolicy, SandboxSpec, Volume
 from opensandbox_core import (
     defaults as _defaults,
 )
 from opensandbox_core import (
     validation as _validate,
+)
+from opensandbox_core.adapters import (
+    DirectoryUpload,
+    OperationScope,
+    UploadOptions,
+    keyword_defaults,
+    spec_from_keywords,
 )
 from opensandbox_core.metadata import adapter_labels
 

@@ -15,15 +15,9 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.tools import AgentDepsT, RunContext
 from pydantic_ai.workspaces import Workspace, WorkspaceBackend, WorkspaceRef, WrapperWorkspace
 
-from opensandbox_core import (
-    NetworkPolicy,
-    SandboxSpec,
-    Volume,
-    discard_sandbox,
-    keyword_defaults,
-    spec_from_keywords,
-)
+from opensandbox_core import NetworkPolicy, SandboxSpec, Volume
 from opensandbox_core import validation as _validate
+from opensandbox_core.adapters import discard_sandbox, keyword_defaults, spec_from_keywords
 
 from ._backend import DEFAULT_SANDBOX_TIMEOUT, DEFAULT_WORKING_DIR, OpenSandboxBackend
 from ._translate import PROVIDER, SPEC_FIELDS, destroy_by_id, lifetime

@@ -8,7 +8,8 @@ import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from opensandbox_core import AsyncSandboxSession, OperationScope, running_on_asyncio
+from opensandbox_core import AsyncSandboxSession
+from opensandbox_core.adapters import OperationScope, running_on_asyncio
 
 from ._translate import require_asyncio, translate
 

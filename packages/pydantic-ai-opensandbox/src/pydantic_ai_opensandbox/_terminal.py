@@ -16,8 +16,8 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT, RunContext, Tool
 from pydantic_ai.toolsets import FunctionToolset
 
-from opensandbox_core import AsyncSandboxSession, TerminalTools, TerminalToolSpec
-from opensandbox_core.adapters import ScopedTerminalTools
+from opensandbox_core import AsyncSandboxSession
+from opensandbox_core.adapters import ScopedTerminalTools, TerminalTools, TerminalToolSpec
 
 from ._backend import OpenSandboxBackend
 from ._capability import OpenSandbox, _innermost_backend

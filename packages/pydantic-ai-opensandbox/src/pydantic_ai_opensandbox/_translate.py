@@ -27,11 +27,10 @@ from opensandbox_core import (
     Connection,
     OutputLimitError,
     SandboxUnavailableError,
-    SpecField,
-    destroy_sandbox,
-    running_on_asyncio,
 )
 from opensandbox_core import validation as _validate
+from opensandbox_core.adapters import SpecField, running_on_asyncio
+from opensandbox_core.fleet import destroy_sandbox
 
 __all__ = [
     "PROVIDER",

@@ -29,20 +29,8 @@ execd's code interpreter too (`/code`, its contexts and its bugs).
 
 from __future__ import annotations
 
-from ._code import CellHandler, FakeCell, FakeCodeInterpreter, FakeKernel
-from ._model import CommandHandler, FakeCommand, FakeFile, FakeOutcome, FakeSandbox, Route
+from ._code import FakeCodeInterpreter
+from ._model import FakeCommand, FakeOutcome
 from ._server import FakeOpenSandbox
 
-__all__ = [
-    "CellHandler",
-    "CommandHandler",
-    "FakeCell",
-    "FakeCodeInterpreter",
-    "FakeCommand",
-    "FakeFile",
-    "FakeKernel",
-    "FakeOpenSandbox",
-    "FakeOutcome",
-    "FakeSandbox",
-    "Route",
-]
+__all__ = ["FakeCodeInterpreter", "FakeCommand", "FakeOpenSandbox", "FakeOutcome"]
