@@ -169,10 +169,43 @@ def is_private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
+class _Children(dict[ast.AST, tuple[ast.AST, ...]]):
+    """Each node's children, found once, and each module's nodes: the rule walks every tree
+    several times (imports, our names, each scope's bindings, the reads), and
+    `ast.iter_child_nodes` is most of its cost."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.modules: dict[ast.AST, list[ast.AST]] = {}
+
+    def __missing__(self, node: ast.AST) -> tuple[ast.AST, ...]:
+        children = self[node] = tuple(ast.iter_child_nodes(node))
+        return children
+
+    def walk(self, tree: ast.AST) -> list[ast.AST]:
+        """Every node under `tree` (itself included), as `ast.walk` gives them."""
+        if (found := self.modules.get(tree)) is None:
+            found, stack = [], [tree]
+            while stack:
+                node = stack.pop()
+                found.append(node)
+                stack.extend(self[node])
+            self.modules[tree] = found
+        return found
+
+    def clear(self) -> None:
+        super().clear()
+        self.modules.clear()
+
+
+_CHILDREN = _Children()
+"""Filled while the rule runs over the code base; emptied after it (the trees go with it)."""
+
+
 def bound_names(tree: ast.AST) -> set[str]:
     """The names a module binds to a framework module or object by importing it."""
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _CHILDREN.walk(tree):
         if isinstance(node, ast.Import):
             names.update(
                 a.asname or a.name.split(".")[0] for a in node.names if is_framework(a.name)
@@ -208,7 +241,7 @@ class CodeIndex:
         bases: dict[str, tuple[list[ast.expr], set[str]]] = {}
         returning: dict[str, set[bool]] = {}
         for tree, bound in trees.items():
-            for node in ast.walk(tree):
+            for node in _CHILDREN.walk(tree):
                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                     self.ours.add(node.name)
                     returning.setdefault(node.name, set()).add(mentions(node.returns, bound))
@@ -242,7 +275,7 @@ def _own_nodes(body: list[ast.AST]) -> Iterator[ast.AST]:
     while stack:
         node = stack.pop()
         yield node
-        stack.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, _SCOPES))
+        stack.extend(c for c in _CHILDREN[node] if not isinstance(c, _SCOPES))
 
 
 def _bindings(node: ast.AST) -> Iterator[tuple[ast.expr, ast.expr | None, ast.expr | None]]:
@@ -321,6 +354,7 @@ def _self_attrs(cls: ast.ClassDef, outer: _Scope) -> set[str]:
     }
     methods = [m for m in cls.body if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef)]
     for _ in range(2):  # one attribute may be assigned from another
+        known = len(attrs)
         for method in methods:
             scope = _Scope(outer.index, outer.bound, outer.known, attrs)
             scope.learn([method.args, *method.body])
@@ -333,6 +367,8 @@ def _self_attrs(cls: ast.ClassDef, outer: _Scope) -> set[str]:
                         and scope.valued(value)
                     ):
                         attrs.add(target.attr)
+        if len(attrs) == known:
+            break  # a second pass would see what the first saw
     return attrs
 
 
@@ -366,7 +402,7 @@ _ATTR_FUNCTIONS = ("getattr", "setattr", "hasattr", "delattr")
 
 
 def _walk(node: ast.AST, scope: _Scope, subclass: bool, strict: bool) -> Iterator[tuple[int, str]]:
-    for child in ast.iter_child_nodes(node):
+    for child in _CHILDREN[node]:
         if isinstance(child, ast.ClassDef):
             inner = _Scope(scope.index, scope.bound, scope.known, _self_attrs(child, scope))
             yield from _walk(child, inner, child.name in scope.index.subclasses, strict)
@@ -390,7 +426,7 @@ def private_name_breaks(
     annotated with its type, and `self` in a subclass of its classes (for names our code does not
     define). `strict` (packages/) refuses `getattr(anything, "_private")` too."""
     found: list[str] = []
-    for node in ast.walk(tree):
+    for node in _CHILDREN.walk(tree):
         modules: list[str] = []
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             modules = [f"{node.module}.{a.name}" for a in node.names]
@@ -409,7 +445,7 @@ def private_name_breaks(
 def _may_reach(tree: ast.Module, index: CodeIndex) -> bool:
     """Whether a module without framework imports can still hold a framework object: by calling
     one of our functions that return one, or in a subclass of a framework class."""
-    for node in ast.walk(tree):
+    for node in _CHILDREN.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name in index.subclasses:
             return True
         name = getattr(node, "attr", None) or getattr(node, "id", None)
@@ -418,10 +454,11 @@ def _may_reach(tree: ast.Module, index: CodeIndex) -> bool:
     return False
 
 
-def exec_breaks(source: str, where: str) -> list[str]:
+def exec_breaks(source: str | ast.Module, where: str) -> list[str]:
     """Calls of `exec`, `eval` or `compile` (running a framework's source)."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source) if isinstance(source, str) else source
+    for node in _CHILDREN.walk(tree):
         if isinstance(node, ast.Call):
             func = node.func
             name = func.id if isinstance(func, ast.Name) else None
@@ -446,7 +483,13 @@ def _sources() -> dict[Path, tuple[ast.Module, set[str]]]:
 def test_no_private_name_of_another_package_and_no_exec_of_its_source() -> None:
     # A private name, or an exec'd copy of a framework's source, breaks with any release of it;
     # the packages declare a range of releases (and the tests check them at both ends).
-    sources = _sources()
+    try:
+        _check_private_names_and_exec(_sources())
+    finally:
+        _CHILDREN.clear()
+
+
+def _check_private_names_and_exec(sources: dict[Path, tuple[ast.Module, set[str]]]) -> None:
     index = CodeIndex(dict(sources.values()))
     found: list[str] = []
     exempted: set[str] = set()
@@ -455,7 +498,7 @@ def test_no_private_name_of_another_package_and_no_exec_of_its_source() -> None:
         in_packages = where.startswith("packages/")
         breaks = private_name_breaks(tree, where, index, bound, strict=in_packages)
         if in_packages:
-            breaks += exec_breaks(path.read_text(), where)
+            breaks += exec_breaks(tree, where)
         for item in breaks:
             key = f"{where}: {item.split(' ', 1)[1]}"
             if not in_packages and key in TEST_EXEMPTIONS:
