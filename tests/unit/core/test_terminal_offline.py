@@ -247,17 +247,17 @@ async def test_a_process_that_ends_while_the_connection_is_down(env: Env) -> Non
     await term.close()
 
 
-@pytest.mark.parametrize("keepalive", [0.2, 100.0])
+@pytest.mark.parametrize("keepalive", [0.15, 100.0])
 async def test_keep_alive_against_the_silence_rule(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keepalive: float
 ) -> None:
     monkeypatch.setattr(_link, "KEEPALIVE", keepalive)
-    async with fake_env(tmp_path, silence=1.5) as env, await env.open() as term:
-        await asyncio.sleep(3.5)
+    async with fake_env(tmp_path, silence=1.0) as env, await env.open() as term:
+        await asyncio.sleep(2.3)
         await term.write("echo still-$((1+1))\r")
         await term.expect("still-2")
         # Kept alive: one connection; without keep-alive the daemon dropped it (every
-        # 1.5 s), and the terminal was reached again each time.
+        # 1 s), and the terminal was reached again each time.
         if keepalive < 1:
             assert env.fake.connections == 1
         else:
