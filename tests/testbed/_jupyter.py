@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from testbed import _images
-from testbed._paths import CACHE_DIR, IMAGES_DIR
+from testbed._paths import CACHE_DIR, IMAGES_DIR, cache_lock
 from testbed._proc import TestbedError, run, run_logged, say, step
 
 REQUIREMENTS = IMAGES_DIR / "jupyter-requirements.txt"
@@ -88,7 +88,12 @@ def _python311() -> str:
 
 
 def host_venv() -> Path:
-    """The host virtual environment with the Jupyter stack (cached)."""
+    """The host virtual environment with the Jupyter stack (cached; made under the cache lock)."""
+    with cache_lock():
+        return _host_venv()
+
+
+def _host_venv() -> Path:
     python = _python311()
     key = _images.digest("jupyter-venv", wheels_hash(), python, REQUIREMENTS.read_bytes())
     target = CACHE_DIR / f"jupyter-venv-{key}"
