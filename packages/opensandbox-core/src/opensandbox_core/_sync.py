@@ -308,7 +308,7 @@ class BlockingTerminals(_Blocking[Terminals]):
 class BlockingCode(_Blocking[CodeInterpreter]):
     """Blocking twin of `CodeInterpreter` (`SandboxSession.code`)."""
 
-    run = twin(CodeInterpreter.run)
+    run = twin(CodeInterpreter.run, callbacks=("on_output",))
     create_context = twin(CodeInterpreter.create_context)
     contexts = twin(CodeInterpreter.contexts)
     delete_context = twin(CodeInterpreter.delete_context)
@@ -386,6 +386,7 @@ class SandboxSession(SessionInfo):
     )
 
     def set_lifetime(self, lifetime: float | None) -> None:
+        """As :meth:`AsyncSandboxSession.set_lifetime` (no I/O: it applies from the next call)."""
         self._async.set_lifetime(lifetime)
 
     def __enter__(self) -> SandboxSession:

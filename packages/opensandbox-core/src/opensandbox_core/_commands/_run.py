@@ -161,7 +161,7 @@ class CommandRunner:
         read_timeout: float | None = None,
         cleanup: Cleanup | None = None,
     ) -> CommandResult:
-        """`AsyncSandboxSession.run` (see there); `timeout` is already the effective limit.
+        """`session.commands.run` (`Commands.run`); `timeout` is already the effective limit.
 
         `read_timeout`: the longest silence allowed on the event stream (None: as long as the
         command may run); file commands pass the lifecycle's `stall_timeout`. `cleanup`: files
