@@ -52,10 +52,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run.run(rest, args.profile)
         if args.command == "busybox":
             from testbed._busybox import busybox_binary
-            from testbed._paths import cache_lock
 
-            with cache_lock():
-                print(busybox_binary())
+            print(busybox_binary())
             return 0
         if args.command == "prepare":
             return _control.prepare()

@@ -88,17 +88,25 @@ def _python311() -> str:
 
 
 def host_venv() -> Path:
-    """The host virtual environment with the Jupyter stack (cached; made under the cache lock)."""
-    with cache_lock():
-        return _host_venv()
-
-
-def _host_venv() -> Path:
-    python = _python311()
-    key = _images.digest("jupyter-venv", wheels_hash(), python, REQUIREMENTS.read_bytes())
-    target = CACHE_DIR / f"jupyter-venv-{key}"
+    """The host virtual environment with the Jupyter stack (cached; made under the cache lock,
+    which a cached one does not wait for)."""
+    target = _venv_path()
     if (target / ".complete").is_file():
         return target
+    with cache_lock():
+        target = _venv_path()  # another process may have made it meanwhile
+        if (target / ".complete").is_file():
+            return target
+        return _make_venv(target)
+
+
+def _venv_path() -> Path:
+    key = _images.digest("jupyter-venv", wheels_hash(), _python311(), REQUIREMENTS.read_bytes())
+    return CACHE_DIR / f"jupyter-venv-{key}"
+
+
+def _make_venv(target: Path) -> Path:
+    python = _python311()
     found = wheels()
     for old in CACHE_DIR.glob("jupyter-venv-*"):
         shutil.rmtree(old, ignore_errors=True)
