@@ -5,8 +5,9 @@ as the core's, and the asyncio requirement. docs/pydantic-ai.md gives both table
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
@@ -41,6 +42,7 @@ __all__ = [
     "file_entry",
     "lifetime",
     "require_asyncio",
+    "settings_checked",
     "translate",
 ]
 
@@ -71,6 +73,16 @@ the core's `SandboxSpec` (`env`, `working_dir` and, on attach, `sandbox_timeout`
 
 if TYPE_CHECKING:
     from opensandbox.config import ConnectionConfig
+
+
+@contextlib.contextmanager
+def settings_checked() -> Iterator[None]:
+    """A capability's settings refused by the core's checks (`TypeError`, `ValueError`) as
+    `UserError`, at construction rather than at the run's first operation."""
+    try:
+        yield
+    except (TypeError, ValueError) as exc:
+        raise UserError(str(exc)) from None
 
 
 def require_asyncio() -> None:
