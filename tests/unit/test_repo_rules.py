@@ -280,6 +280,20 @@ def _own_nodes(body: list[ast.AST]) -> Iterator[ast.AST]:
         stack.extend(c for c in _CHILDREN[node] if not isinstance(c, _SCOPES))
 
 
+_BINDERS = (
+    ast.Assign,
+    ast.AnnAssign,
+    ast.NamedExpr,
+    ast.For,
+    ast.AsyncFor,
+    ast.comprehension,
+    ast.With,
+    ast.AsyncWith,
+    ast.arguments,
+)
+"""The nodes `_bindings` finds bindings in (checked first: most nodes bind nothing)."""
+
+
 def _bindings(node: ast.AST) -> Iterator[tuple[ast.expr, ast.expr | None, ast.expr | None]]:
     """(target, value, annotation) of every name binding `node` makes."""
     if isinstance(node, ast.Assign):
@@ -329,6 +343,8 @@ class _Scope:
         """Add the names `body` binds to framework objects (annotated so, or assigned one)."""
         pending: list[tuple[str, ast.expr]] = []
         for node in _own_nodes(body):
+            if not isinstance(node, _BINDERS):
+                continue
             for target, value, annotation in _bindings(node):
                 if isinstance(target, ast.Name) and target.id not in self.known:
                     if mentions(annotation, self.bound):
@@ -361,6 +377,8 @@ def _self_attrs(cls: ast.ClassDef, outer: _Scope) -> set[str]:
             scope = _Scope(outer.index, outer.bound, outer.known, attrs)
             scope.learn([method.args, *method.body])
             for node in _own_nodes(method.body):
+                if not isinstance(node, _BINDERS):
+                    continue
                 for target, value, _annotation in _bindings(node):
                     if (
                         isinstance(target, ast.Attribute)
