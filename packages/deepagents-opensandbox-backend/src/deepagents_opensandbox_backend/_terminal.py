@@ -9,7 +9,6 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.tools import BaseTool, StructuredTool
 
-from opensandbox_core import validation as _validate
 from opensandbox_core.adapters import (
     ScopedTerminalTools,
     TerminalTools,
@@ -28,15 +27,15 @@ Backend = OpenSandboxBackend | ThreadSandboxBackend
 class _Terminals:
     """The `TerminalTools` of the backend's sandbox, or of each LangGraph thread's sandbox."""
 
-    def __init__(self, backend: Backend, max_output: object) -> None:
+    def __init__(self, backend: Backend, max_output: int) -> None:
         if not isinstance(backend, OpenSandboxBackend | ThreadSandboxBackend):
             raise TypeError(
                 "The terminal tools need an OpenSandboxBackend or a ThreadSandboxBackend (not a "
                 f"{type(backend).__name__}): pass the sandbox backend itself, not a composite."
             )
         self._backend = backend
-        self._max_output = _validate.positive_int(max_output, "max_output")
-        self._scoped = ScopedTerminalTools(self._max_output)  # by thread id ("" without threads)
+        # by thread id ("" without threads); it checks `max_output`
+        self._scoped = ScopedTerminalTools(max_output)
         self.let_go = self._scoped.let_go
 
     def scope(self) -> str:
