@@ -6,7 +6,8 @@ docs/pydantic-ai.md ("Lifecycle") says which sandboxes a failed run deletes, and
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,8 @@ from opensandbox_core import validation as _validate
 from opensandbox_core.adapters import spec_from_keywords
 
 from ._backend import DEFAULT_SANDBOX_TIMEOUT, DEFAULT_WORKING_DIR, OpenSandboxBackend
-from ._translate import PROVIDER, SPEC_FIELDS, destroy_by_id, lifetime
+from ._lifecycle import operation
+from ._translate import PROVIDER, SPEC_FIELDS, destroy_by_id, lifetime, settings_checked
 
 if TYPE_CHECKING:
     from opensandbox.config import ConnectionConfig
@@ -55,6 +57,23 @@ def _innermost_backend(workspace: Workspace) -> WorkspaceBackend:
     while isinstance(current, Workspace):
         current = current.wrapped if isinstance(current, WrapperWorkspace) else current.backend
     return current
+
+
+@contextlib.asynccontextmanager
+async def workspace_sandbox(
+    ctx: RunContext[Any], capability: str
+) -> AsyncIterator[OpenSandboxBackend]:
+    """The run's OpenSandbox backend for one tool call of `capability` (a class name), started
+    or attached and kept open until the call ends (`operation`: errors as the workspace's);
+    `UserError` when the run's workspace is not an OpenSandbox sandbox."""
+    found = _innermost_backend(ctx.workspace)
+    if not isinstance(found, OpenSandboxBackend):
+        raise UserError(
+            f"{capability} needs an OpenSandbox workspace: add OpenSandbox(image=...) to the "
+            "capabilities, or pass an OpenSandboxBackend as workspace=."
+        )
+    async with operation(found):
+        yield found
 
 
 def _durable(ctx: RunContext[Any]) -> bool:
@@ -139,13 +158,11 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
                 "`OpenSandbox` does not support `defer_loading=True`: the workspace is selected "
                 "before deferred capabilities load."
             )
-        try:  # the core's checks, now rather than at the run's first operation
+        with settings_checked():
             self._sandbox_spec()
             _validate.working_dir(self.working_dir)
             _validate.env(self.env)
             lifetime(self.sandbox_timeout)  # also when only attaching
-        except (TypeError, ValueError) as exc:
-            raise UserError(str(exc)) from None
 
     def _sandbox_spec(self) -> SandboxSpec | None:
         """The new sandbox these fields describe (`None` without `image` or `spec`)."""

@@ -6,8 +6,9 @@ as the core's, and the asyncio requirement. docs/pydantic-ai.md gives both table
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import posixpath
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
@@ -42,6 +43,7 @@ __all__ = [
     "lifetime",
     "require_asyncio",
     "running_on_asyncio",
+    "settings_checked",
     "translate",
 ]
 
@@ -93,6 +95,16 @@ def running_on_asyncio() -> bool:
     except RuntimeError:
         return False
     return True
+
+
+@contextlib.contextmanager
+def settings_checked() -> Iterator[None]:
+    """A capability's settings refused by the core's checks (`TypeError`, `ValueError`) as
+    `UserError`, at construction rather than at the run's first operation."""
+    try:
+        yield
+    except (TypeError, ValueError) as exc:
+        raise UserError(str(exc)) from None
 
 
 def require_asyncio() -> None:
