@@ -172,8 +172,9 @@ def test_a_bad_wait_is_refused_before_any_request(wait: object) -> None:
 async def test_an_operation_scope_that_discards_unfinished_creates_leaves_nothing() -> None:
     # The Deep Agents backend's create: the guard without `keep`, through `OperationScope`.
     holding = _Holding(hold=0.5)
-    scope = OperationScope(holding.session(), discard_unfinished=True)
-    await _cancel_when_created(holding, asyncio.ensure_future(scope.start()))
+    scope = OperationScope(holding.session())
+    start = scope.start(discard_unfinished=True)
+    await _cancel_when_created(holding, asyncio.ensure_future(start))
     assert len(holding.fake.created) == 1
     assert holding.fake.deleted == holding.fake.created
 

@@ -61,8 +61,7 @@ class OpenSandboxBackend(NativeFiles):
             )
         super().__init__(session)
         self._stderr_prefix = stderr_prefix
-        # A failed or interrupted create deletes what it made: the caller gets no backend then.
-        self._creator = OperationScope(session, discard_unfinished=True)
+        self._creator = OperationScope(session)
 
     # -- construction -----------------------------------------------------------------------
     @classmethod
@@ -72,7 +71,7 @@ class OpenSandboxBackend(NativeFiles):
         keywords are `SandboxOptions`' (the README's parameter table); a failed or interrupted
         create leaves no sandbox behind."""
         backend = cls(options.create(), stderr_prefix=options.stderr_prefix)
-        backend._creator.start_blocking()
+        backend._creator.start_blocking(discard_unfinished=True)  # the caller gets no backend
         return backend
 
     @classmethod
@@ -86,7 +85,7 @@ class OpenSandboxBackend(NativeFiles):
         cls, options: SandboxOptions, labels: Mapping[str, str] | None = None
     ) -> OpenSandboxBackend:
         backend = cls(options.create(labels), stderr_prefix=options.stderr_prefix)
-        await backend._creator.start()
+        await backend._creator.start(discard_unfinished=True)
         return backend
 
     @classmethod

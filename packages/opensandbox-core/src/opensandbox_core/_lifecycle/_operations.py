@@ -3,9 +3,9 @@ custom agent loop build on.
 
 - `start()` creates (or attaches) once, so that no failure or cancellation leaves the create half
   done (the core's create guard): by default a create cut off by a cancellation runs to its end
-  and the session keeps the sandbox (a caller that holds the session hands it out later); with
-  `discard_unfinished=True` a create that fails or is cancelled deletes the sandbox it made (a
-  caller that gets nothing back then). `start_blocking()` is `start()` for blocking code, on the
+  and the session keeps the sandbox (a caller that holds the session hands it out later);
+  `start(discard_unfinished=True)`: a create that fails or is cancelled deletes the sandbox it
+  made (a caller that gets nothing back then). `start_blocking()` is `start()` for blocking code, on the
   core's portal loop (Ctrl-C waits for the clean-up).
 - `operation()` counts the operations in flight: with `close_after_operation` set, the session's
   HTTP clients close as the last one ends (for a backend that may be dropped without being
@@ -52,16 +52,11 @@ class OperationScope:
     """
 
     def __init__(
-        self,
-        session: AsyncSandboxSession,
-        *,
-        close_after_operation: bool = False,
-        discard_unfinished: bool = False,
+        self, session: AsyncSandboxSession, *, close_after_operation: bool = False
     ) -> None:
         self.session = session
         self.close_after_operation = close_after_operation
         """Close the clients when the last operation in flight ends."""
-        self._guard = CreateGuard(session, keep=not discard_unfinished)
         self._operations = 0
         self._sdk_configs: PerLoop[ConnectionConfig] = PerLoop(_close_config)
 
@@ -70,16 +65,17 @@ class OperationScope:
         """How many operations are running now."""
         return self._operations
 
-    async def start(self) -> str:
+    async def start(self, *, discard_unfinished: bool = False) -> str:
         """Create or attach (once), or only renew; return the sandbox id. A create cut off by a
         cancellation runs to its end and the session keeps the sandbox (the caller hands it out);
-        with `discard_unfinished`, a failed or cancelled create deletes what it made."""
-        return await self._guard.start()
+        with `discard_unfinished=True`, a failed or cancelled create deletes what it made (the
+        caller gets nothing back then)."""
+        return await CreateGuard(self.session, keep=not discard_unfinished).start()
 
-    def start_blocking(self) -> str:
+    def start_blocking(self, *, discard_unfinished: bool = False) -> str:
         """`start()` for blocking code, on the core's portal loop; Ctrl-C waits for the clean-up
         of a create it cut off (a second Ctrl-C leaves at once)."""
-        return self._guard.start_blocking()
+        return CreateGuard(self.session, keep=not discard_unfinished).start_blocking()
 
     async def discard(self, why: str) -> None:
         """Delete the sandbox the session created, saying `why` in the log; never raises an
