@@ -9,7 +9,6 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.tools import BaseTool
 
-from opensandbox_core import validation as _validate
 from opensandbox_core.adapters import (
     ScopedTerminalTools,
     TerminalTools,
@@ -25,10 +24,10 @@ __all__ = ["TerminalMiddleware", "terminal_tools"]
 class _Terminals(SandboxScope):
     """The `TerminalTools` of the backend's sandbox, or of each LangGraph thread's sandbox."""
 
-    def __init__(self, backend: Backend, max_output: object) -> None:
+    def __init__(self, backend: Backend, max_output: int) -> None:
         super().__init__(backend, "terminal")
-        self._max_output = _validate.positive_int(max_output, "max_output")
-        self._scoped = ScopedTerminalTools(self._max_output)  # by thread id ("" without threads)
+        # by thread id ("" without threads); it checks `max_output`
+        self._scoped = ScopedTerminalTools(max_output)
         self.let_go = self._scoped.let_go
 
     async def call(self, scope: str, name: str, arguments: dict[str, Any]) -> str:

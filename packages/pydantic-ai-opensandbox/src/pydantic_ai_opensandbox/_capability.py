@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai.capabilities import AbstractCapability, WrapRunHandler
 from pydantic_ai.exceptions import UserError
@@ -18,7 +18,7 @@ from pydantic_ai.workspaces import Workspace, WorkspaceBackend, WorkspaceRef, Wr
 
 from opensandbox_core import NetworkPolicy, SandboxSpec, Volume
 from opensandbox_core import validation as _validate
-from opensandbox_core.adapters import discard_sandbox, keyword_defaults, spec_from_keywords
+from opensandbox_core.adapters import spec_from_keywords
 
 from ._backend import DEFAULT_SANDBOX_TIMEOUT, DEFAULT_WORKING_DIR, OpenSandboxBackend
 from ._lifecycle import operation
@@ -40,6 +40,10 @@ class _SuppliedBackend(OpenSandboxBackend):
         self.created_by_run = kwargs.get("ref") is None
         # Until a run claims it, nothing closes it (docs/pydantic-ai.md, "Lifecycle").
         self._scope.close_after_operation = True
+
+    async def discard(self, why: str) -> None:
+        """Delete the sandbox this backend created (a failed run's), logging `why`."""
+        await self._scope.discard(why)
 
     def claim(self, owned: bool) -> None:
         """Keep the clients open across operations while the run that closes them is in progress."""
@@ -165,7 +169,7 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
         if self.image is None and self.spec is None:
             return None
         fields = {name: getattr(self, name) for name in SPEC_FIELDS}
-        return spec_from_keywords(SPEC_FIELDS, fields, _DEFAULTS, spec=self.spec)
+        return spec_from_keywords(SPEC_FIELDS, fields, OpenSandbox, spec=self.spec)
 
     @classmethod
     def from_spec(
@@ -255,13 +259,10 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
             # No result holds the ref of the sandbox a failed run created (docs/pydantic-ai.md).
             if owned is not None and owned.created_by_run and not _durable(ctx):
                 why = f"was created by a run that failed ({type(error).__name__})"
-                await discard_sandbox(owned.session, why + ": no result holds its ref")
+                await owned.discard(why + ": no result holds its ref")
             raise
         finally:
             if owned is not None:
                 # `result.workspace` outlives the run, with no one left to close it.
                 owned.claim(False)
                 await owned.aclose()
-
-
-_DEFAULTS: Final = keyword_defaults(OpenSandbox)
