@@ -41,6 +41,12 @@ nox.options.sessions = [
 # Sessions use the interpreter that runs nox (3.11+), so that a fresh machine needs no other.
 PYTHON: str | None = None
 
+# The sessions' venvs are the project's own (.nox/): their modules may keep bytecode, so that the
+# many interpreters a run starts (xdist workers, durable workers, docs examples) do not each
+# compile langchain, deepagents and pydantic-ai from source again (an environment that sets
+# PYTHONDONTWRITEBYTECODE, as this project's CI machines do, cost the unit tier ~30 s of CPU).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 
 def _install_all(session: nox.Session) -> None:
     session.install(*PACKAGES, *TEST_DEPS)
@@ -104,10 +110,28 @@ def tests(session: nox.Session) -> None:
     _install_all(session)
     ignored = [f"--ignore={path}" for path in SLOW_UNIT]
     env = {"OSB_BUSYBOX": path} if (path := _busybox(session)) else {}
-    # Two workers (pytest-xdist): the tier stays within a minute on two cores.
+    # Two workers (pytest-xdist): the tier stays within a minute on two cores. Only the plugins
+    # the unit tests use are loaded: every installed package's pytest plugin (langsmith's, ...)
+    # costs each process seconds of import and assertion rewriting.
     workers = ["-n", os.environ.get("OSB_UNIT_WORKERS", "2")]
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    plugins = [
+        "-p",
+        "xdist.plugin",
+        "-p",
+        "pytest_asyncio.plugin",
+        "-p",
+        "_hypothesis_pytestplugin",
+    ]
     session.run(
-        "pytest", "tests/unit", *ignored, *workers, "--durations=5", *session.posargs, env=env
+        "pytest",
+        "tests/unit",
+        *plugins,
+        *ignored,
+        *workers,
+        "--durations=5",
+        *session.posargs,
+        env=env,
     )
 
 
