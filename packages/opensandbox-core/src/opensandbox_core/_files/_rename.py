@@ -42,38 +42,32 @@ TIMED_OUT: Final = 86
 # $1 temp, $2 target, $3 marker ("": the upload has landed), $4 the mode of a new target, $5 the
 # mode asked for ("": keep the target's), $6 the bits the upload gave the temporary file, $7 the
 # seconds to wait for the marker.
-_SCRIPT: Final = f"""LC_ALL=C; export LC_ALL
-t=$1 d=$2 m=$3 want=$5 own=
-if [ -L "$d" ]; then exit {LINK}; fi
-if [ -d "$d" ]; then exit {_DIRECTORY}; fi
+_SCRIPT: Final = f"""export LC_ALL=C
+t=$1 d=$2 m=$3 w=$5 o=
+[ -L "$d" ] && exit {LINK}
+[ -d "$d" ] && exit {_DIRECTORY}
 if [ -e "$d" ]; then
-  [ -f "$d" ] || exit {_SPECIAL}
-  if [ -z "$want" ]; then want=$(stat -L -c %a -- "$d") || exit 1; fi
-  if ! {{ [ -O "$d" ] && [ -G "$d" ]; }}; then own=$(stat -L -c %u:%g -- "$d") || own=; fi
-else
-  want=${{want:-$4}}
-fi
+[ -f "$d" ] || exit {_SPECIAL}
+[ -O "$d" ] && [ -G "$d" ] || o=1
+if [ -z "$w" ]; then s=$(stat -L -c '%a %u:%g' -- "$d") || exit 1; w=${{s%% *}} o=${{o:+${{s#* }}}}
+elif [ -n "$o" ]; then o=$(stat -L -c %u:%g -- "$d") || o=; fi
+else w=${{w:-$4}}; fi
 if [ -n "$m" ] && [ ! -e "$m" ]; then
-  if [ -n "${{BASH_VERSION-}}" ] && [ -c /dev/ptmx ] && [ -w /dev/ptmx ]; then
-    exec 3<>/dev/ptmx
-    w=0.0005
-    while [ ! -e "$m" ]; do
-      [ "$SECONDS" -ge "$7" ] && exit {TIMED_OUT}
-      read -t $w -u 3 _; [ $? -gt 128 ] || sleep 0.002
-      case $w in 0.0005) w=0.001 ;; 0.001) w=0.002 ;; 0.002) w=0.004 ;; esac
-    done
-    exec 3<&-
-  else
-    n=0
-    while [ ! -e "$m" ]; do
-      n=$((n+1)); [ "$n" -ge $(($7*250)) ] && exit {TIMED_OUT}
-      sleep 0.004 2>/dev/null || sleep 1
-    done
-  fi
-fi
-if [ -n "$own" ]; then chown -- "$own" "$t" 2>/dev/null; fi
-if [ "$want" != "$6" ]; then chmod -- "$want" "$t" || exit 1; fi
-echo "$want"
+if [ -n "${{BASH_VERSION-}}" ] && [ -c /dev/ptmx ] && [ -w /dev/ptmx ]; then
+exec 3<>/dev/ptmx; p=0.0005
+while [ ! -e "$m" ]; do
+[ "$SECONDS" -ge "$7" ] && exit {TIMED_OUT}
+read -t $p -u 3 _; [ $? -gt 128 ] || sleep 0.002
+case $p in 0.0005) p=0.001;; 0.001) p=0.002;; 0.002) p=0.004;; esac
+done; exec 3<&-
+else n=0
+while [ ! -e "$m" ]; do
+n=$((n+1)); [ "$n" -ge $(($7*250)) ] && exit {TIMED_OUT}
+sleep 0.004 2>/dev/null || sleep 1
+done; fi; fi
+[ -n "$o" ] && chown -- "$o" "$t" 2>/dev/null
+[ "$w" = "$6" ] || chmod -- "$w" "$t" || exit 1
+echo "$w"
 exec mv -f -- "$t" "$d"
 """
 
