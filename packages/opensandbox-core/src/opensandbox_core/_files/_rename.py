@@ -10,10 +10,11 @@ land, so that it can be sent together with the upload instead of after it:
 - the upload carries the content and then an empty marker file in one request; execd writes the
   pairs of a form one after the other, each to its end, so the marker appears only once the
   temporary file is complete (mode and owner set);
-- the command inspects the target while the upload is under way (one `stat` where the target
-  exists, plus one for its owner when the shell is not its owner), then waits for the marker:
+- the command inspects the target while the upload is under way (at most one `stat`, for the
+  mode to keep and, when the shell is not its owner, the owner), then waits for the marker:
   under bash without forking, by `read -t` on a pseudo-terminal nobody writes to (a sleep without
-  a process), elsewhere (busybox `sh`) with `sleep`;
+  a process: 0.5 ms, then every millisecond, so that the rename follows the upload closely),
+  elsewhere (busybox `sh`) with `sleep`;
 - then it applies the mode (only where the one the upload gave is not the one to keep: setuid,
   setgid and sticky bits, or a mode the caller guessed wrong), prints the mode the file got, and
   replaces itself with `mv -f`, whose rename is atomic.
@@ -58,7 +59,7 @@ exec 3<>/dev/ptmx; p=0.0005
 while [ ! -e "$m" ]; do
 [ "$SECONDS" -ge "$7" ] && exit {TIMED_OUT}
 read -t $p -u 3 _; [ $? -gt 128 ] || sleep 0.002
-case $p in 0.0005) p=0.001;; 0.001) p=0.002;; 0.002) p=0.004;; esac
+p=0.001
 done; exec 3<&-
 else n=0
 while [ ! -e "$m" ]; do
