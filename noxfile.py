@@ -214,7 +214,19 @@ def durable(session: nox.Session) -> None:
     """Crash-and-resume tests: a real Temporal dev server and a LangGraph SQLite checkpointer."""
     session.install(*nox.project.dependency_groups(PYPROJECT, "durable"))
     profiles, rest = _split_profiles(session.posargs, PROFILES[:1])
-    _with_testbed(session, profiles, "pytest", "tests/live/durable", "-m", "not slow", *rest)
+    # One file per worker (`loadfile`): a file's tests share its servers (Temporal, Prefect).
+    workers = [*_live_workers(), "--dist", "loadfile"] if _live_workers() else []
+    _with_testbed(
+        session,
+        profiles,
+        "pytest",
+        "tests/live/durable",
+        "-m",
+        "not slow",
+        *workers,
+        "--durations=10",
+        *rest,
+    )
 
 
 def _pyenv_python(version: str) -> str:
@@ -245,9 +257,23 @@ def _install_for_deepagents_code(session: nox.Session) -> None:
     server = ROOT / ".nox" / "deepagents_code-server"
     marker = server / "installed.txt"
     if not marker.exists() or marker.read_text() != " ".join(SERVER):
-        session.run(sys.executable, "-m", "venv", "--clear", str(server), external=True)
         python = str(server / "bin" / "python")
-        session.run(python, "-m", "pip", "install", "-q", *SERVER, external=True)
+        uv = Path(sys.executable).with_name("uv")  # nox.sh installs uv beside nox
+        if session.venv_backend == "uv" and uv.is_file():
+            session.run(
+                str(uv),
+                "venv",
+                "-q",
+                "--clear",
+                "--python",
+                sys.executable,
+                str(server),
+                external=True,
+            )
+            session.run(str(uv), "pip", "install", "-q", "--python", python, *SERVER, external=True)
+        else:
+            session.run(sys.executable, "-m", "venv", "--clear", str(server), external=True)
+            session.run(python, "-m", "pip", "install", "-q", *SERVER, external=True)
         marker.write_text(" ".join(SERVER))
     session.env["PATH"] = os.pathsep.join([str(server / "bin"), os.environ.get("PATH", "")])
 

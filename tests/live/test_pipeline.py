@@ -16,6 +16,7 @@ async def _exists(sandbox_id: str) -> bool:
     return sandbox_id in {s.id for s in await list_sandboxes(all_sandboxes=True)}
 
 
+@pytest.mark.long
 def test_pipeline_shares_one_sandbox_between_frameworks(testbed_env: dict[str, str]) -> None:
     import asyncio
 

@@ -1,4 +1,4 @@
-"""`python -m testbed start|stop|restart|status|run|busybox [--profile P] [--quiet]`
+"""`python -m testbed start|stop|restart|status|run|busybox|prepare [--profile P] [--quiet]`
 (PYTHONPATH=tests).
 
 `--profile` (or env OSB_EXECD_PROFILE) chooses the execd generation that the testbed daemon
@@ -8,6 +8,8 @@ tests/testbed/execd/daemon): a running server keeps the execd files it copied wh
 first sandbox. `run --profile P -- COMMAND...` runs a command against an extra server of its own
 with the work tree's daemon in profile P, leaving the testbed's server alone. `busybox` prints
 the path of Debian's static busybox (the busybox image's), fetched with apt-get when not cached.
+`prepare` starts Docker and makes the images and caches without starting a server (CI overlaps
+it with the checks that need none).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from testbed._proc import TestbedError
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m testbed", description=__doc__)
-    parser.add_argument("command", choices=["start", "stop", "restart", "status", "run", "busybox"])
+    parser.add_argument(
+        "command", choices=["start", "stop", "restart", "status", "run", "busybox", "prepare"]
+    )
     parser.add_argument(
         "--quiet", action="store_true", help="status: print only running/stopped (exit 0/3)"
     )
@@ -51,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
 
             print(busybox_binary())
             return 0
+        if args.command == "prepare":
+            return _control.prepare()
         return _control.status(args.quiet)
     except TestbedError as exc:
         print(f"testbed {args.command} failed: {exc}", file=sys.stderr)

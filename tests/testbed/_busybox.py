@@ -18,7 +18,7 @@ import tarfile
 from pathlib import Path
 
 from testbed import _images
-from testbed._paths import CACHE_DIR
+from testbed._paths import CACHE_DIR, cache_lock
 from testbed._proc import TestbedError, run, say, step
 
 __all__ = ["BUSYBOX_TAG", "busybox_binary", "busybox_hash", "ensure_busybox_image", "rootfs_tar"]
@@ -90,12 +90,15 @@ def busybox_binary() -> Path:
     """The image's static busybox as a file here (`.testbed/cache/busybox`, extracted from the
     cached .deb, downloaded when missing): the unit tests run commands on its applets."""
     path = CACHE_DIR / "busybox"
-    if not path.exists():
-        binary, _ = _busybox_binary(_deb())
-        part = path.with_suffix(".part")
-        part.write_bytes(binary)
-        part.chmod(0o755)
-        part.replace(path)
+    if path.exists():  # made whole (renamed into place): no need to wait for the lock
+        return path
+    with cache_lock():
+        if not path.exists():
+            binary, _ = _busybox_binary(_deb())
+            part = path.with_suffix(".part")
+            part.write_bytes(binary)
+            part.chmod(0o755)
+            part.replace(path)
     return path
 
 

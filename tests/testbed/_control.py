@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from testbed import _busybox, _docker, _execd_python, _images, _jupyter, _server
-from testbed._paths import ENV_FILE, SERVER_CONFIG, STATE_DIR, STATE_FILE
+from testbed._paths import ENV_FILE, SERVER_CONFIG, STATE_DIR, STATE_FILE, cache_lock
 from testbed._proc import TestbedError, run, say
 
 SANDBOX_ID_LABEL = "opensandbox.io/id"
@@ -51,7 +51,43 @@ def start(profile: str | None = None) -> int:
     """Start the testbed whose sandboxes run the execd `profile` (None: env, else the default).
 
     A running testbed of another profile gets its server restarted with the new one (Docker and
-    the images stay as they are)."""
+    the images stay as they are). A `prepare` under way is waited for."""
+    with cache_lock():
+        return _start(profile)
+
+
+def prepare() -> int:
+    """Start Docker and make every image and cache the testbed and the replay need, without
+    starting a server: `.ci/run` runs it in the background while lint and the unit tests run.
+    Each cache is made under the cache lock, the ones needed first first (the unit tests'
+    busybox, the replay's Jupyter venv), so a session that asks for one waits at most for the
+    step under way. `stop` stops the Docker daemon it started."""
+    t0 = time.monotonic()
+    with cache_lock():
+        _busybox.busybox_binary()
+    _jupyter.host_venv()
+    with cache_lock():
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        STATE_DIR.chmod(0o700)
+        state = load_state()
+        engine = _docker.ensure_engine()
+        if engine["dockerd_started"] or not state.get("dockerd_started"):
+            state.update(engine)
+        save_state(state)
+    for ensure in (
+        _images.ensure_sandbox_image,
+        _images.ensure_execd_image,
+        _execd_python.ensure_execd_python,
+        _busybox.ensure_busybox_image,
+        _jupyter.ensure_code_image,
+    ):
+        with cache_lock():
+            ensure()
+    say(f"testbed prepared after {time.monotonic() - t0:.1f}s (no server started)")
+    return 0
+
+
+def _start(profile: str | None) -> int:
     t0 = time.monotonic()
     state = load_state()
     wanted = _server.requested_profile(profile)

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from testbed import _images
-from testbed._paths import CACHE_DIR, IMAGES_DIR
+from testbed._paths import CACHE_DIR, IMAGES_DIR, cache_lock
 from testbed._proc import TestbedError, run, run_logged, say, step
 
 REQUIREMENTS = IMAGES_DIR / "jupyter-requirements.txt"
@@ -88,12 +88,25 @@ def _python311() -> str:
 
 
 def host_venv() -> Path:
-    """The host virtual environment with the Jupyter stack (cached)."""
-    python = _python311()
-    key = _images.digest("jupyter-venv", wheels_hash(), python, REQUIREMENTS.read_bytes())
-    target = CACHE_DIR / f"jupyter-venv-{key}"
+    """The host virtual environment with the Jupyter stack (cached; made under the cache lock,
+    which a cached one does not wait for)."""
+    target = _venv_path()
     if (target / ".complete").is_file():
         return target
+    with cache_lock():
+        target = _venv_path()  # another process may have made it meanwhile
+        if (target / ".complete").is_file():
+            return target
+        return _make_venv(target)
+
+
+def _venv_path() -> Path:
+    key = _images.digest("jupyter-venv", wheels_hash(), _python311(), REQUIREMENTS.read_bytes())
+    return CACHE_DIR / f"jupyter-venv-{key}"
+
+
+def _make_venv(target: Path) -> Path:
+    python = _python311()
     found = wheels()
     for old in CACHE_DIR.glob("jupyter-venv-*"):
         shutil.rmtree(old, ignore_errors=True)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shlex
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,3 +42,32 @@ def read_env_file(path: Path = ENV_FILE) -> dict[str, str]:
         parts = shlex.split(value) if value else [""]
         env[key.strip()] = parts[0] if parts else ""
     return env
+
+
+_held = threading.local()
+
+
+@contextlib.contextmanager
+def cache_lock() -> Iterator[None]:
+    """Hold the lock on the testbed's caches (images, busybox, the Jupyter venv and wheels).
+
+    `testbed prepare` may fill the caches in the background while a nox session asks for one of
+    them (`.ci/run` overlaps it with lint and the unit tests): whoever comes second waits, then
+    finds the cache made. Re-entrant within a thread (an image build asks for the wheels)."""
+    depth = getattr(_held, "depth", 0)
+    if depth:
+        _held.depth = depth + 1
+        try:
+            yield
+        finally:
+            _held.depth -= 1
+        return
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    with (CACHE_DIR / ".lock").open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        _held.depth = 1
+        try:
+            yield
+        finally:
+            _held.depth = 0
+            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -1497,8 +1497,13 @@ def replay_version(
     log_dir: Path | None = None,
     daemon: Path = DAEMON,
     retry: bool = True,
+    code: bool | None = None,
 ) -> tuple[list[CaseResult], dict[str, Any]]:
     """Replay the cases of one recorded version (in order) against a fresh daemon.
+
+    ``code`` picks a part: True only the ``code_*`` cases, False only the others, None both.
+    The two parts were recorded with daemons of their own (see :func:`_groups`), so they can
+    be replayed at the same time, in two processes.
 
     A loaded host (CI runs this on 2 cores, next to other work) can only ever delay the daemon
     and the replay's reading of it, never speed them up. So when the *only* differences of the
@@ -1519,7 +1524,12 @@ def replay_version(
       in `/tmp` that the recording had; their second results are not used).
     """
     recording = load(version)
-    cases = [c for c in recording["cases"] if fnmatch.fnmatchcase(c["name"], case_glob)]
+    cases = [
+        c
+        for c in recording["cases"]
+        if fnmatch.fnmatchcase(c["name"], case_glob)
+        and (code is None or str(c["name"]).startswith("code_") == code)
+    ]
     log_dir = log_dir or Path(tempfile.gettempdir())
     log_path = log_dir / f"execd-replay-{version}-{os.getpid()}.log"
     info: dict[str, Any] = {"log": str(log_path), "profile": VERSIONS[version], "retried": []}

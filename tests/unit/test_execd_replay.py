@@ -27,39 +27,45 @@ Replayed = tuple[list[replay.CaseResult], dict[str, Any]]
 CASES = [(v, str(c["name"])) for v in replay.VERSIONS for c in replay.load(v)["cases"]]
 
 
-def _replay_or_reason(version: str) -> Replayed | replay.ReplayUnavailable:
+def _replay_or_reason(version: str, code: bool) -> Replayed | replay.ReplayUnavailable:
     try:
-        return replay.replay_version(version)
+        return replay.replay_version(version, code=code)
     except replay.ReplayUnavailable as exc:
         return exc
 
 
 @pytest.fixture(scope="session")
 def replayed() -> Iterator[Callable[[str], Replayed]]:
-    """The replay of each version, run once per session, all versions at the same time.
+    """The replay of each version, run once per session, all of it at the same time.
 
-    Each version runs in a process of its own (its own daemons, private /tmp and ports), so the
-    two replays do not share a GIL; together they take about as long as one: ~115 s for the
-    cases before the code interpreter, then the `code_*` cases with their Jupyter server (the
-    recorded runs last ~110 s; 3-5 min in all on the loaded 2-core machine).
+    Each version's two parts (the cases before the code interpreter, and the `code_*` cases,
+    which were recorded with a daemon and a Jupyter server of their own) run in a process of
+    their own (own daemons, private /tmp and ports), so no two replays share a GIL: together
+    they take about as long as the longest part (~115 s; the recorded runs set the pace).
     """
-    futures: dict[str, Future[Replayed | replay.ReplayUnavailable]] = {}
+    futures: dict[tuple[str, bool], Future[Replayed | replay.ReplayUnavailable]] = {}
     pool = ProcessPoolExecutor(
-        max_workers=len(replay.VERSIONS), mp_context=multiprocessing.get_context("spawn")
+        max_workers=2 * len(replay.VERSIONS), mp_context=multiprocessing.get_context("spawn")
     )
 
     def get(version: str) -> Replayed:
         if not futures:
             for v in replay.VERSIONS:
-                futures[v] = pool.submit(_replay_or_reason, v)
-        got = futures[version].result()
-        if isinstance(got, replay.ReplayUnavailable):
-            # CI must prove the daemon against the recordings: there, a replay that cannot run
-            # fails; on a developer machine without root it is skipped, with the reason.
-            if os.environ.get("CI"):
-                pytest.fail(f"the replay cannot run here: {got}", pytrace=False)
-            pytest.skip(f"the replay cannot run here: {got}")
-        return got
+                for code in (False, True):
+                    futures[v, code] = pool.submit(_replay_or_reason, v, code)
+        parts = [futures[version, code].result() for code in (False, True)]
+        results: list[replay.CaseResult] = []
+        logs: list[str] = []
+        for got in parts:
+            if isinstance(got, replay.ReplayUnavailable):
+                # CI must prove the daemon against the recordings: there, a replay that cannot
+                # run fails; on a developer machine without root it is skipped, with the reason.
+                if os.environ.get("CI"):
+                    pytest.fail(f"the replay cannot run here: {got}", pytrace=False)
+                pytest.skip(f"the replay cannot run here: {got}")
+            results += got[0]
+            logs.append(str(got[1]["log"]))
+        return results, {"log": " | ".join(logs)}
 
     yield get
     pool.shutdown(wait=True, cancel_futures=True)

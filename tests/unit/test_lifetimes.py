@@ -18,7 +18,8 @@ import pytest
 from deepagents_opensandbox_backend import OpenSandboxBackend as DeepAgentsBackend
 from deepagents_opensandbox_backend._options import AttachOptions
 from deepagents_opensandbox_backend._run import timed_out_output as _timed_out
-from opensandbox_core import CommandTimeoutError, SandboxSpec, defaults
+from opensandbox_core import CommandTimeoutError, SandboxSpec
+from opensandbox_core import _defaults as defaults
 from opensandbox_core._lifecycle._lifetime import renewal_interval, renewing
 from opensandbox_core.validation import idle_lifetime
 from pydantic_ai_opensandbox import OpenSandbox

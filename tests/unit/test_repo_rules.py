@@ -557,11 +557,8 @@ CORE = ROOT / "packages/opensandbox-core/src/opensandbox_core"
 ARGUMENT_ERRORS = frozenset({"ConfigurationError", "ArgumentTypeError", "ValueError", "TypeError"})
 
 NOT_ARGUMENT_CHECKS = {
-    ("_agent/_provision.py", "find_snapshot"): (
+    ("_fleet/_snapshots.py", "find_snapshot"): (
         "no ready snapshot of that name or id on the server: known only by asking it"
-    ),
-    ("_agent/_provision.py", "CreatedSandboxes.take"): (
-        "a sandbox this provider did not create: ownership (its registry), not a bad argument"
     ),
     ("_commands/_background.py", "BackgroundProcess._life"): (
         "a handle built without a session: how the object was made, not a bad argument"

@@ -7,11 +7,15 @@ the installed opensandbox-server validates it (live tests use both for real).
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 import tarfile
 import tomllib
 from pathlib import Path
 
-from testbed import _busybox, _execd_python, _server
+import pytest
+
+from testbed import _busybox, _execd_python, _paths, _server
 
 
 def test_the_busybox_root_holds_busybox_its_applets_and_the_users() -> None:
@@ -58,3 +62,24 @@ def test_the_server_config_binds_the_interpreter_read_only(tmp_path: Path) -> No
         allowed_host_paths=[str(tmp_path)],
     )
     assert tomllib.loads(config.read_text())["docker"]["sandbox_binds"] == []
+
+
+def test_the_cache_lock_is_reentrant_and_keeps_other_processes_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`testbed prepare` in the background and a session's `testbed busybox` take turns."""
+    monkeypatch.setattr(_paths, "CACHE_DIR", tmp_path)
+    probe = [
+        sys.executable,
+        "-c",
+        "import fcntl, sys\n"
+        "with open(sys.argv[1], 'a') as fh:\n"
+        "    try:\n"
+        "        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+        "    except BlockingIOError:\n"
+        "        sys.exit(3)\n",
+        str(tmp_path / ".lock"),
+    ]
+    with _paths.cache_lock(), _paths.cache_lock():  # a build that asks for the wheels inside
+        assert subprocess.run(probe, check=False).returncode == 3
+    assert subprocess.run(probe, check=False).returncode == 0

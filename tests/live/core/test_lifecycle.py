@@ -112,6 +112,7 @@ def dropping_proxy(testbed_env: dict[str, str]) -> Iterator[str]:
         yield address
 
 
+@pytest.mark.long
 async def test_lost_create_response_is_recovered_by_tag(
     sandbox_image: str, dropping_proxy: str
 ) -> None:

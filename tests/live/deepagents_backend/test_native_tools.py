@@ -149,6 +149,7 @@ BIG_FILES = {
 WINDOWS = [(0, 2000), (2000, 2000), (1, 3), (40_000, 100), (49_000, 5000), (10**7, 1), (0, 0)]
 
 
+@pytest.mark.long
 def test_paged_read_matches_base_sandbox(tools_backend: OpenSandboxBackend) -> None:
     session = tools_backend.session
     for name, data in BIG_FILES.items():
@@ -724,6 +725,7 @@ def _restore(backend: OpenSandboxBackend, pristine: str, root: str) -> None:
     assert done.exit_code == 0, done.stderr
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("seed", [1, 2])
 def test_generated_trees_match_base_sandbox(tools_backend: OpenSandboxBackend, seed: int) -> None:
     """A random tree of odd names (spaces, newlines, NEL, U+2028, non-UTF-8 bytes, hidden),

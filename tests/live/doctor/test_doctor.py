@@ -151,6 +151,7 @@ def test_cli_insecure_exit_status(insecure_server: ExtraServer, sandbox_image: s
     assert "fix: " in proc.stdout
 
 
+@pytest.mark.long
 @pytest.mark.daemon_neutral  # the server's configuration only
 @pytest.mark.usefixtures("no_env_key")
 def test_allow_list_edge_cases(testbed_env: dict[str, str], sandbox_image: str):

@@ -12,6 +12,7 @@ import time
 import uuid
 
 import httpx
+import pytest
 
 from opensandbox_core import (
     AsyncSandboxSession,
@@ -151,3 +152,25 @@ async def test_the_snapshot_api_restores_files_and_gives_the_copy_a_new_owner(
         await source.destroy()
         if snapshot is not None:
             await delete_snapshot(snapshot.id)
+
+
+async def test_a_snapshot_is_restored_by_its_name(sandbox_image: str) -> None:
+    # `restore_snapshot` takes a name as well as an id (the deepagents-code provider's
+    # `snapshot=`): the newest ready snapshot of that name.
+    from opensandbox_core import ConfigurationError
+    from opensandbox_core.fleet import delete_snapshot, restore_snapshot, snapshot_sandbox
+
+    name = f"by-name-{uuid.uuid4().hex[:10]}"
+    tag = {"osb-test": name}
+    async with AsyncSandboxSession(
+        SandboxSpec(image=sandbox_image, metadata=tag, lifetime=600)
+    ) as source:
+        await source.files.write_bytes("/workspace/state.txt", b"named\n")
+        snapshot = await snapshot_sandbox(source, name=name)
+    try:
+        async with await restore_snapshot(name, metadata=tag, lifetime=600) as restored:
+            assert await restored.files.read_bytes("/workspace/state.txt") == b"named\n"
+        with pytest.raises(ConfigurationError, match="No ready snapshot"):
+            await restore_snapshot(f"{name}-none", lifetime=600)
+    finally:
+        await delete_snapshot(snapshot.id)

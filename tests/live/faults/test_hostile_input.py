@@ -120,6 +120,7 @@ async def _round_trip(ops: HostileOps, index: int, path: str, outcomes: dict[str
     outcomes[repr(path)[:60]] = type(wrote).__name__
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("package", PACKAGES)
 async def test_file_methods_on_nasty_paths(package: str, sandbox_image: str) -> None:
     async with open_driver(package, sandbox_image) as driver:

@@ -21,6 +21,7 @@ from testbed.fault_tools import RestartableServer, StallingProxy
 pytestmark = pytest.mark.daemon_neutral
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("use_server_proxy", [True, False], ids=["server-proxy", "direct"])
 async def test_server_restart_mid_session(
     restartable_server: RestartableServer, sandbox_image: str, use_server_proxy: bool
@@ -62,6 +63,7 @@ async def test_server_restart_mid_session(
         await session.destroy()
 
 
+@pytest.mark.long
 async def test_operation_while_server_down_fails_fast_then_recovers(
     restartable_server: RestartableServer, sandbox_image: str
 ) -> None:

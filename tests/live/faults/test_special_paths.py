@@ -255,6 +255,7 @@ async def test_a_symlink_into_proc_reads_like_cat(package: str, sandbox_image: s
         assert await timed(lambda: ops.read("/etc/mtab")) == expected
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("package", PACKAGES)
 async def test_devices_fifos_sockets_and_loops(package: str, sandbox_image: str) -> None:
     async with open_driver(package, sandbox_image) as driver:
@@ -329,6 +330,7 @@ async def test_huge_sparse_and_unreadable_files(package: str, sandbox_image: str
         assert await timed(lambda: ops.read(f"{BASE}/locked")) == b"secret"
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("package", PACKAGES)
 async def test_deep_agents_tools_never_raise_on_special_paths(
     package: str, sandbox_image: str

@@ -145,6 +145,7 @@ class _CommandsOnly:
         return await self._inner.run(command, shell=shell, env=env, timeout=timeout)
 
 
+@pytest.mark.long
 async def test_measure_8_mib_round_trip_native_vs_shell(
     make_backend: Callable[..., OpenSandboxBackend], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -48,6 +48,7 @@ def _worker(db: Path, workflow_id: str, crash: bool | str) -> subprocess.Complet
     )
 
 
+@pytest.mark.long
 async def test_dbos_run_survives_a_worker_crash_in_the_same_sandbox(tmp_path: Path) -> None:
     db = tmp_path / "dbos.sqlite"
     workflow_id = f"osb-{uuid.uuid4().hex}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+import pytest
 from _code_agent import (
     CHART_FILE,
     CHART_STEP,
@@ -54,6 +55,7 @@ def respond(next_step: tuple[str, dict[str, object]] | str, n: int) -> ModelResp
     return ModelResponse(parts=[ToolCallPart(name, json.dumps(args), tool_call_id=f"call_{n}")])
 
 
+@pytest.mark.long
 async def test_pydantic_agent_runs_code_in_a_kernel_of_the_sandbox(
     make_backend: Callable[..., OpenSandboxBackend],
 ) -> None:

@@ -18,6 +18,7 @@ from pydantic_ai_opensandbox import CREATE_METADATA_KEY, OpenSandbox, OpenSandbo
 _ALLOWED = Path(__file__).resolve().parents[3] / ".testbed" / "volumes"  # sandbox.toml's prefix
 
 
+@pytest.mark.long
 async def test_create_options_pause_resume_and_upload(
     make_backend: Callable[..., OpenSandboxBackend], tmp_path: Path
 ) -> None:

@@ -9,7 +9,8 @@ import threading
 import pytest
 
 from opensandbox_core import OpenSandboxError, SandboxSession, SandboxSpec
-from opensandbox_core.testing import FakeOpenSandbox
+from opensandbox_core.testing import FakeCodeInterpreter, FakeOpenSandbox
+from opensandbox_core.testing._code import FakeCell
 
 pytestmark = pytest.mark.filterwarnings("ignore::opensandbox_core.InsecureSandboxWarning")
 
@@ -73,3 +74,20 @@ def test_callbacks_run_in_order_off_the_portal_thread_and_their_errors_reach_the
         sb.commands.run("echo y", on_output=async_callback)
         assert [(s, t) for s, t, _ in pieces] == [("stdout", "y\n")]
         assert pieces[0][2] == "opensandbox-core-portal"  # an async callback stays on the loop
+
+
+def test_a_blocking_code_run_calls_on_output_off_the_portal_thread() -> None:
+    """`session.code.run` is made by the same twin as `commands.run`, callbacks included."""
+    cell = FakeCell(outputs=(("stdout", "o1\n"), ("stderr", "e1\n"), ("stdout", "o2\n")))
+    fake = FakeOpenSandbox(code=FakeCodeInterpreter(on_cell=lambda code, kernel: cell))
+    pieces: list[tuple[str, str, str]] = []
+
+    def record(stream: str, text: str) -> None:
+        pieces.append((stream, text, threading.current_thread().name))
+
+    with SandboxSession(SandboxSpec(image="img"), connection=fake.connection()) as sb:
+        execution = sb.code.run("three outputs", on_output=record)
+    assert execution.stdout == "o1\no2\n"
+    # what execd streamed (it loses the last output), each piece on the callback thread
+    assert [(s, t) for s, t, _ in pieces] == [("stdout", "o1\n"), ("stderr", "e1\n")]
+    assert all(name.startswith("opensandbox-core-callback") for _, _, name in pieces)

@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from opensandbox_core import AsyncSandboxSession, Connection, OpenSandboxError, SandboxSpec
-from opensandbox_core._lifecycle._guard import run_to_completion
-from opensandbox_core.adapters import CreateGuard, discard_sandbox
+from opensandbox_core._lifecycle._guard import CreateGuard, discard_sandbox, run_to_completion
+from opensandbox_core.adapters import OperationScope
 from opensandbox_core.testing import FakeOpenSandbox
 
 pytestmark = pytest.mark.filterwarnings("ignore::opensandbox_core.InsecureSandboxWarning")
@@ -167,3 +167,27 @@ def test_a_bad_wait_is_refused_before_any_request(wait: object) -> None:
     with pytest.raises((ValueError, TypeError), match="wait"):
         CreateGuard(session, wait=wait)  # type: ignore[arg-type]
     assert fake.requests == []
+
+
+async def test_an_operation_scope_that_discards_unfinished_creates_leaves_nothing() -> None:
+    # The Deep Agents backend's create: the guard without `keep`, through `OperationScope`.
+    holding = _Holding(hold=0.5)
+    scope = OperationScope(holding.session())
+    start = scope.start(discard_unfinished=True)
+    await _cancel_when_created(holding, asyncio.ensure_future(start))
+    assert len(holding.fake.created) == 1
+    assert holding.fake.deleted == holding.fake.created
+
+
+async def test_an_operation_scope_discards_what_its_session_created_only() -> None:
+    fake = FakeOpenSandbox()
+    created = OperationScope(
+        AsyncSandboxSession(SandboxSpec(image="img"), connection=fake.connection())
+    )
+    sandbox_id = await created.start()
+    attached = OperationScope(AsyncSandboxSession.attach(sandbox_id, connection=fake.connection()))
+    await attached.start()
+    await attached.discard("is not ours")  # only closes its clients
+    assert fake.deleted == []
+    await created.discard("was made for a test")
+    assert fake.deleted == [sandbox_id]

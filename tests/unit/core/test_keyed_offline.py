@@ -10,10 +10,9 @@ import asyncio
 import pytest
 
 from opensandbox_core import AsyncSandboxSession, ConfigurationError, SandboxSpec
-from opensandbox_core._fleet._keyed import KEY_METADATA_KEY
+from opensandbox_core._fleet._keyed import KEY_METADATA_KEY, NAMESPACE_METADATA_KEY
 from opensandbox_core.adapters import run_blocking
 from opensandbox_core.fleet import KeyedSandboxes
-from opensandbox_core.metadata import NAMESPACE_METADATA_KEY
 from opensandbox_core.testing import FakeOpenSandbox
 
 SPEC = SandboxSpec(image="img", metadata={"team": "a"})

@@ -1,5 +1,6 @@
-"""`OperationScope`, `running_on_asyncio` and `keyword_defaults`: the core's pieces an adapter
-builds its backend on, offline against `opensandbox_core.testing.FakeOpenSandbox`."""
+"""`OperationScope` and `keyword_defaults` (behind `spec_from_keywords`): the core's pieces an
+adapter builds its backend on, offline against `opensandbox_core.testing.FakeOpenSandbox`; and
+the Pydantic AI package's `running_on_asyncio`."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import pytest
 import trio
 
 from opensandbox_core import AsyncSandboxSession, SandboxSpec
-from opensandbox_core.adapters import OperationScope, keyword_defaults, running_on_asyncio
+from opensandbox_core._keywords import keyword_defaults
+from opensandbox_core.adapters import OperationScope
 from opensandbox_core.testing import FakeOpenSandbox
+from pydantic_ai_opensandbox._translate import running_on_asyncio
 
 
 def scoped(fake: FakeOpenSandbox, closes: list[int], **kwargs: bool) -> OperationScope:

@@ -10,16 +10,16 @@ import pytest
 
 from opensandbox_core import ConfigurationError, SandboxSpec, Volume
 from opensandbox_core._create import create_arguments
-from opensandbox_core.adapters import SpecField, default_entrypoint, spec_from_keywords
+from opensandbox_core.adapters import default_entrypoint, spec_from_keywords
 from opensandbox_core.validation import idle_lifetime
 
 TABLE = MappingProxyType(
     {
-        "image": SpecField("image"),
-        "timeout": SpecField("lifetime", idle_lifetime),
-        "metadata": SpecField("metadata"),
-        "volumes": SpecField("volumes"),
-        "entrypoint": SpecField("entrypoint"),
+        "image": "image",
+        "timeout": ("lifetime", idle_lifetime),
+        "metadata": "metadata",
+        "volumes": "volumes",
+        "entrypoint": "entrypoint",
     }
 )
 DEFAULTS = {
@@ -29,6 +29,17 @@ DEFAULTS = {
     "volumes": (),
     "entrypoint": None,
 }
+
+
+def adapter(
+    *,
+    image: str = "default:1",
+    timeout: timedelta | None = timedelta(minutes=30),
+    metadata: dict[str, str] | None = None,
+    volumes: tuple[Volume, ...] = (),
+    entrypoint: list[str] | None = None,
+) -> None:
+    """The adapter whose signature declares the keywords of `TABLE` and their defaults."""
 
 
 @pytest.mark.parametrize(
@@ -83,12 +94,12 @@ def test_a_given_entrypoint_wins_and_container_env_reaches_the_create() -> None:
 
 def test_keywords_become_the_spec_through_the_table() -> None:
     values = {**DEFAULTS, "image": "python:3.13-slim", "timeout": 0, "other": "ignored"}
-    spec = spec_from_keywords(TABLE, values, DEFAULTS, labels={"adapter": "x"})
+    spec = spec_from_keywords(TABLE, values, adapter, labels={"adapter": "x"})
     assert spec.image == "python:3.13-slim"
     assert spec.lifetime is None  # converted: 0 is "no limit"
     assert dict(spec.metadata) == {"adapter": "x"}  # None is empty, labels added
     assert spec.volumes == ()
-    defaults_only = spec_from_keywords(TABLE, DEFAULTS, DEFAULTS)
+    defaults_only = spec_from_keywords(TABLE, DEFAULTS, adapter)
     assert (defaults_only.image, defaults_only.lifetime) == ("default:1", 1800.0)
 
 
@@ -96,10 +107,10 @@ def test_a_spec_beside_agreeing_keywords() -> None:
     given = SandboxSpec(image="python:3.13-slim", lifetime=600, metadata={"team": "a"})
     # Keywords at their defaults give way; keywords equal to the spec's values are fine.
     same = {**DEFAULTS, "timeout": timedelta(minutes=10), "metadata": {"team": "a"}}
-    spec = spec_from_keywords(TABLE, same, DEFAULTS, spec=given, labels={"adapter": "x"})
+    spec = spec_from_keywords(TABLE, same, adapter, spec=given, labels={"adapter": "x"})
     assert (spec.image, spec.lifetime) == ("python:3.13-slim", 600)
     assert dict(spec.metadata) == {"team": "a", "adapter": "x"}
-    assert spec_from_keywords(TABLE, {**DEFAULTS, "volumes": []}, DEFAULTS, spec=given) is given
+    assert spec_from_keywords(TABLE, {**DEFAULTS, "volumes": []}, adapter, spec=given) is given
 
 
 @pytest.mark.parametrize(
@@ -118,13 +129,15 @@ def test_a_keyword_that_disagrees_with_the_spec_is_refused(
 ) -> None:
     given = SandboxSpec(image="python:3.13-slim", lifetime=600)
     with pytest.raises(ConfigurationError, match=rf"spec= and {keyword}= \(the spec's {field}\)"):
-        spec_from_keywords(TABLE, {**DEFAULTS, keyword: value}, DEFAULTS, spec=given)
+        spec_from_keywords(TABLE, {**DEFAULTS, keyword: value}, adapter, spec=given)
 
 
 def test_bad_tables_and_specs_are_refused() -> None:
-    with pytest.raises(ConfigurationError, match="SpecField name"):
-        SpecField("lifetme")
+    with pytest.raises(ConfigurationError, match="spec field of keyword 'timeout'"):
+        spec_from_keywords({"timeout": "lifetme"}, DEFAULTS, adapter)
+    with pytest.raises(ConfigurationError, match="spec field of keyword 'timeout'"):
+        spec_from_keywords({"timeout": ("lifetme", idle_lifetime)}, DEFAULTS, adapter)
     with pytest.raises(ConfigurationError, match="SandboxSpec"):
-        spec_from_keywords(TABLE, DEFAULTS, DEFAULTS, spec={"image": "x"})  # type: ignore[arg-type]
+        spec_from_keywords(TABLE, DEFAULTS, adapter, spec={"image": "x"})  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="timeout"):  # converted with the keyword's name
-        spec_from_keywords(TABLE, {**DEFAULTS, "timeout": -1}, DEFAULTS)
+        spec_from_keywords(TABLE, {**DEFAULTS, "timeout": -1}, adapter)

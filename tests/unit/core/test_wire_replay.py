@@ -30,8 +30,8 @@ from opensandbox_core import (
     CommandTimeoutError,
     Connection,
     UnsupportedDaemonError,
-    defaults,
 )
+from opensandbox_core import _defaults as defaults
 from opensandbox_core._commands._output import WARNED_REBUILT
 from opensandbox_core._lifecycle import _reach
 from opensandbox_core._lifecycle._sandbox import SandboxLifecycle

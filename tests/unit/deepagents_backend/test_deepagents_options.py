@@ -16,7 +16,7 @@ from deepagents_opensandbox_backend._options import AttachOptions, SandboxOption
 from deepagents_opensandbox_backend._run import combined_output
 from opensandbox_core import ConfigurationError, EgressRule, NetworkPolicy, SandboxSpec, Volume
 from opensandbox_core._files._upload import upload_directory
-from opensandbox_core.metadata import ADAPTER_KEY
+from opensandbox_core._metadata import ADAPTER_KEY
 
 pytestmark = pytest.mark.filterwarnings("ignore::opensandbox_core.InsecureSandboxWarning")
 

@@ -8,7 +8,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.workspaces import WorkspaceRef
 
 from opensandbox_core import EgressRule, NetworkPolicy, SandboxSpec, Volume
-from opensandbox_core.metadata import ADAPTER_KEY
+from opensandbox_core._metadata import ADAPTER_KEY
 from pydantic_ai_opensandbox import CREATE_METADATA_KEY, OpenSandbox, OpenSandboxBackend
 
 pytestmark = pytest.mark.filterwarnings("ignore::opensandbox_core.InsecureSandboxWarning")

@@ -13,12 +13,10 @@ from deepagents.backends.protocol import ExecuteOffloadResult, ExecuteResponse
 
 from opensandbox_core import AsyncSandboxSession
 from opensandbox_core.adapters import (
-    CreateGuard,
     DirectoryUpload,
+    OperationScope,
     UploadOptions,
     run_blocking,
-    takes_keywords,
-    takes_keywords_after_id,
     twin,
 )
 from opensandbox_core.defaults import DEFAULT
@@ -26,6 +24,7 @@ from opensandbox_core.defaults import DEFAULT
 from ._filesystem import NativeFiles, execute_timeout
 from ._options import DEFAULT_IMAGE, SEED_ORDER, AttachOptions, SandboxOptions
 from ._run import offload_for_agent, run_for_agent
+from ._signatures import takes_keywords, takes_keywords_after_id
 from ._texts import OFFLOAD_MAX_CAPTURE_BYTES, OFFLOAD_PREVIEW
 
 __all__ = ["DEFAULT_IMAGE", "OpenSandboxBackend"]
@@ -62,7 +61,7 @@ class OpenSandboxBackend(NativeFiles):
             )
         super().__init__(session)
         self._stderr_prefix = stderr_prefix
-        self._creator = CreateGuard(session)
+        self._creator = OperationScope(session)
 
     # -- construction -----------------------------------------------------------------------
     @classmethod
@@ -72,7 +71,7 @@ class OpenSandboxBackend(NativeFiles):
         keywords are `SandboxOptions`' (the README's parameter table); a failed or interrupted
         create leaves no sandbox behind."""
         backend = cls(options.create(), stderr_prefix=options.stderr_prefix)
-        backend._creator.start_blocking()
+        backend._creator.start_blocking(discard_unfinished=True)  # the caller gets no backend
         return backend
 
     @classmethod
@@ -86,7 +85,7 @@ class OpenSandboxBackend(NativeFiles):
         cls, options: SandboxOptions, labels: Mapping[str, str] | None = None
     ) -> OpenSandboxBackend:
         backend = cls(options.create(labels), stderr_prefix=options.stderr_prefix)
-        await backend._creator.start()
+        await backend._creator.start(discard_unfinished=True)
         return backend
 
     @classmethod
@@ -173,7 +172,7 @@ class OpenSandboxBackend(NativeFiles):
         name="upload_dir",
         on_self=True,
         doc="""Copy a local directory tree into the sandbox at `remote_dir` (absolute), leaving
-        secrets behind (`opensandbox_core.SECRET_PATTERNS`: `.env`, `.ssh/`, `*.pem`, ...).
+        secrets behind (the core's list, docs/core.md: `.env`, `.ssh/`, `*.pem`, ...).
         Options: `include_secrets=True`, `exclude` (more patterns, `["node_modules/"]`),
         `concurrency` (8 files at once), `timeout` (per file). Symlinks never lead out of the
         tree. Returns what was uploaded and what was skipped, and why.""",

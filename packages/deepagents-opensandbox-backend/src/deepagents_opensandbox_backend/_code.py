@@ -14,17 +14,14 @@ import base64
 from typing import Any
 
 from langchain_core.messages.content import create_image_block, create_text_block
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool
 
 from opensandbox_core import CodeContext, CodeInterpreterUnavailableError
-from opensandbox_core.adapters import CodeTool, CodeToolResult, run_blocking
+from opensandbox_core.adapters import CodeTool, CodeToolResult
 
-from ._backend import OpenSandboxBackend
-from ._threads import ThreadSandboxBackend
+from ._scope import Backend, SandboxScope
 
 __all__ = ["code_tools", "message_content"]
-
-Backend = OpenSandboxBackend | ThreadSandboxBackend
 
 
 def message_content(result: CodeToolResult) -> str | list[Any]:
@@ -38,49 +35,24 @@ def message_content(result: CodeToolResult) -> str | list[Any]:
     return blocks
 
 
-class _Code:
+class _Code(SandboxScope):
     """The `CodeTool` on the backend's sandbox, or on each LangGraph thread's sandbox."""
 
     def __init__(self, backend: Backend, tool: CodeTool) -> None:
-        if not isinstance(backend, OpenSandboxBackend | ThreadSandboxBackend):
-            raise TypeError(
-                "The code tools need an OpenSandboxBackend or a ThreadSandboxBackend (not a "
-                f"{type(backend).__name__}): pass the sandbox backend itself, not a composite."
-            )
-        self._backend = backend
+        super().__init__(backend, "code")
         self._tool = tool
 
-    def scope(self) -> str:
-        backend = self._backend
-        return backend.current_thread_id() if isinstance(backend, ThreadSandboxBackend) else ""
-
     async def call(self, scope: str, arguments: dict[str, Any]) -> str | list[Any]:
-        backend = self._backend
-        if isinstance(backend, ThreadSandboxBackend):
-            backend = await backend.afor_thread(scope)
+        session = await self.session(scope)
         try:
-            result = await self._tool.call(backend.session, arguments)
-        except CodeInterpreterUnavailableError as exc:
-            raise ValueError(
-                f"{exc} Create the sandbox from a code-interpreter image, such as "
-                "'opensandbox/code-interpreter:v1.1.0'."
-            ) from exc
+            result = await self._tool.call(session, arguments)
+        except CodeInterpreterUnavailableError as exc:  # it says what the image needs
+            raise ValueError(str(exc)) from exc
         return message_content(result)
 
-    def tool(self) -> BaseTool:
-        def run(**arguments: Any) -> str | list[Any]:  # the scope is read here, not on the portal
-            return run_blocking(self.call(self.scope(), arguments))
-
-        async def arun(**arguments: Any) -> str | list[Any]:
-            return await self.call(self.scope(), arguments)
-
-        return StructuredTool(
-            name=self._tool.name,
-            description=self._tool.description,
-            args_schema=self._tool.schema(),
-            func=run,
-            coroutine=arun,
-        )
+    def tools(self) -> list[BaseTool]:
+        tool = self._tool
+        return [self.tool(tool.name, tool.description, tool.schema(), self.call)]
 
 
 def code_tools(
@@ -111,4 +83,4 @@ def code_tools(
     starting in the backend's working directory).
     """
     tool = CodeTool(language=language, context=context, timeout=timeout, max_output=max_output)
-    return [_Code(backend, tool).tool()]
+    return _Code(backend, tool).tools()

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from types import MappingProxyType
-from typing import Final
+from typing import Any, Final, TypeVar
 
 from opensandbox_core import (
     AsyncSandboxSession,
@@ -19,24 +19,30 @@ from opensandbox_core import (
     SandboxSpec,
     Volume,
 )
-from opensandbox_core import defaults as _defaults
 from opensandbox_core import validation as _validate
-from opensandbox_core.adapters import SessionKeywords, SpecField, spec_from_keywords
+from opensandbox_core.adapters import spec_from_keywords
 from opensandbox_core.metadata import adapter_labels
 
 __all__ = [
     "ADAPTER",
     "DEFAULT_IMAGE",
     "DEFAULT_LIFETIME",
+    "DEFAULT_WORKING_DIR",
     "SEED_ORDER",
     "SPEC_FIELDS",
     "AttachOptions",
     "SandboxOptions",
+    "SessionKeywords",
     "ThreadOptions",
 ]
 
+# The documented defaults of this package (the seed's README and ours; tests/unit/test_lifetimes.py
+# holds the lifetime equal to the core's).
 DEFAULT_IMAGE = "opensandbox/code-interpreter:v1.1.0"
-DEFAULT_LIFETIME = timedelta(seconds=_defaults.LIFETIME)
+DEFAULT_LIFETIME = timedelta(minutes=30)
+DEFAULT_COMMAND_TIMEOUT = timedelta(minutes=30)
+DEFAULT_WORKING_DIR = "/workspace"
+DEFAULT_READY_TIMEOUT = 60.0
 ADAPTER = "deepagents"
 """This package's name in the core's `adapter` label (its `opensandbox.adapters` entry point)."""
 
@@ -51,28 +57,79 @@ def _argv(entrypoint: object) -> object:
     return argv
 
 
-SPEC_FIELDS: Final[Mapping[str, SpecField]] = MappingProxyType(
+SPEC_FIELDS: Final[Mapping[str, str | tuple[str, Any]]] = MappingProxyType(
     {
-        # keyword of create() / ThreadSandboxBackend()  ->  SandboxSpec field
-        "image": SpecField("image"),
-        "entrypoint": SpecField("entrypoint", _argv),  # a string is split like a shell would
-        "timeout": SpecField("lifetime", _validate.idle_lifetime),  # timedelta or s; 0: none
-        "resource": SpecField("resource"),
-        "allow_internet_access": SpecField("allow_internet_access"),
-        "network_policy": SpecField("network_policy"),
-        "volumes": SpecField("volumes"),
-        "metadata": SpecField("metadata"),
-        "ready_timeout": SpecField("ready_timeout"),
+        # keyword of create() / ThreadSandboxBackend()  ->  SandboxSpec field (, conversion)
+        "image": "image",
+        "entrypoint": ("entrypoint", _argv),  # a string is split like a shell would
+        "timeout": ("lifetime", _validate.idle_lifetime),  # timedelta or s; 0: none
+        "resource": "resource",
+        "allow_internet_access": "allow_internet_access",
+        "network_policy": "network_policy",
+        "volumes": "volumes",
+        "metadata": "metadata",
+        "ready_timeout": "ready_timeout",
     }
 )
 """Where each keyword describing a new sandbox goes in the core's `SandboxSpec`."""
 
+K = TypeVar("K", bound="SessionKeywords")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionKeywords:
+    """The keywords that connect to a server and say how commands run, shared by the create and
+    attach keywords (frozen, checked when built, no I/O): the server (`domain`, `api_key` never
+    shown in `repr()`, `use_server_proxy`), `timeout` (the idle lifetime; `None` when attaching
+    leaves the creator's), `command_timeout` (a command's default limit), `working_dir` and `env`
+    (sent with every command, so they apply to an attached sandbox too; never shown in
+    `repr()`)."""
+
+    domain: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    use_server_proxy: bool = False
+    timeout: timedelta | float | None = None
+    command_timeout: timedelta | float | None = DEFAULT_COMMAND_TIMEOUT
+    working_dir: str = DEFAULT_WORKING_DIR
+    env: Mapping[str, str] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        _validate.idle_lifetime(self.timeout)
+        _validate.idle_lifetime(self.command_timeout, "command_timeout")
+        _validate.working_dir(self.working_dir)
+        _validate.env(self.env)
+
+    def connection(self) -> Connection:
+        return Connection(
+            domain=self.domain, api_key=self.api_key, use_server_proxy=self.use_server_proxy
+        )
+
+    def session_options(self) -> dict[str, Any]:
+        """`AsyncSandboxSession`'s keywords for how commands run (`restore_snapshot` takes them)."""
+        return {
+            "working_dir": self.working_dir,
+            "env": self.env,
+            "default_timeout": _validate.idle_lifetime(self.command_timeout, "command_timeout"),
+        }
+
+    def attach(self, sandbox_id: str, connection: Connection | None = None) -> AsyncSandboxSession:
+        """A session on an existing sandbox (no I/O), renewing it to `timeout` when given."""
+        session = AsyncSandboxSession.attach(
+            sandbox_id, connection=connection or self.connection(), **self.session_options()
+        )
+        session.set_lifetime(_validate.idle_lifetime(self.timeout))
+        return session
+
+    def narrowed(self, kind: type[K]) -> K:
+        """These keywords as the class `kind` (a base of this one) takes them."""
+        return kind(**{f.name: getattr(self, f.name) for f in fields(kind)})
+
 
 @dataclass(frozen=True, kw_only=True)
 class AttachOptions(SessionKeywords):
-    """What `connect()` takes: the core's `SessionKeywords` (server, idle lifetime,
-    `command_timeout`: `execute(timeout=None)`'s limit, `working_dir`, `env`) and `stderr_prefix`
-    (marks every stderr line of `execute()`'s output; `None`: stdout then stderr, as printed)."""
+    """What `connect()` takes: `SessionKeywords` (server, idle lifetime, `command_timeout`:
+    `execute(timeout=None)`'s limit, `working_dir`, `env`) and `stderr_prefix` (marks every
+    stderr line of `execute()`'s output; `None`: stdout then stderr, as printed)."""
 
     stderr_prefix: str | None = None
 
@@ -101,7 +158,7 @@ class SandboxOptions(AttachOptions):
     network_policy: NetworkPolicy | None = None
     volumes: Sequence[Volume] = ()
     metadata: Mapping[str, str] | None = None
-    ready_timeout: float = _defaults.READY_TIMEOUT
+    ready_timeout: float = DEFAULT_READY_TIMEOUT
     spec: SandboxSpec | None = None
 
     def __post_init__(self) -> None:
@@ -114,7 +171,9 @@ class SandboxOptions(AttachOptions):
         added."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         labels = {**adapter_labels(ADAPTER), **(labels or {})}
-        return spec_from_keywords(SPEC_FIELDS, values, _DEFAULTS, spec=self.spec, labels=labels)
+        return spec_from_keywords(
+            SPEC_FIELDS, values, SandboxOptions, spec=self.spec, labels=labels
+        )
 
     def create(
         self, labels: Mapping[str, str] | None = None, connection: Connection | None = None
@@ -125,9 +184,6 @@ class SandboxOptions(AttachOptions):
             connection=connection or self.connection(),
             **self.session_options(),
         )
-
-
-_DEFAULTS: Final = MappingProxyType({f.name: f.default for f in fields(SandboxOptions)})
 
 
 @dataclass(frozen=True, kw_only=True)

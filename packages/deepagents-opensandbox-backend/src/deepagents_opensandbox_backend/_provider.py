@@ -15,21 +15,13 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from opensandbox_core import ConfigurationError, SandboxUnavailableError, UnsupportedDaemonError
-from opensandbox_core import defaults as _defaults
-from opensandbox_core import validation as _validate
-from opensandbox_core.adapters import (
-    IMAGE_ENV,
-    CreatedSandboxes,
-    image_from_env,
-    restore_spec,
-    split_snapshot,
-    twin,
-)
-from opensandbox_core.fleet import destroy_sandbox
+from opensandbox_core.adapters import twin
+from opensandbox_core.fleet import destroy_sandbox, restore_snapshot
 from opensandbox_core.metadata import adapter_labels
 
 from ._backend import OpenSandboxBackend
-from ._options import AttachOptions, SandboxOptions
+from ._options import DEFAULT_WORKING_DIR, AttachOptions, SandboxOptions
+from ._provision import IMAGE_ENV, CreatedSandboxes, image_from_env, split_snapshot
 
 __all__ = ["IMAGE_ENV", "PROVIDER_METADATA_KEY", "PROVIDER_NAME", "OpenSandboxProvider"]
 
@@ -97,8 +89,18 @@ def _raise_not_found(exc: SandboxUnavailableError) -> NoReturn:
 
 
 async def _restore(snapshot: str, options: SandboxOptions) -> OpenSandboxBackend:
+    """A new sandbox started from `snapshot` (a name or an id), with the metadata, lifetime,
+    resource and ready timeout the options describe; the backend owns it."""
     spec = options.sandbox_spec(_LABELS)
-    session = await restore_spec(snapshot, spec, options.connection(), **options.session_options())
+    session = await restore_snapshot(
+        snapshot,
+        connection=options.connection(),
+        metadata=spec.metadata,
+        lifetime=spec.lifetime,
+        resource=spec.resource,
+        ready_timeout=spec.ready_timeout,
+        **options.session_options(),
+    )
     return OpenSandboxBackend(session, stderr_prefix=options.stderr_prefix)
 
 
@@ -124,7 +126,7 @@ class OpenSandboxProvider(_ProviderBase):
         module = _dcode_module()
         return module.SandboxProviderMetadata(
             name=PROVIDER_NAME,
-            working_dir=_defaults.WORKING_DIR,
+            working_dir=DEFAULT_WORKING_DIR,
             install=module.SandboxInstallHint(kind="package", name=_PACKAGE),
             supports_sandbox_id=True,
             supports_snapshot_name=True,
@@ -166,7 +168,9 @@ class OpenSandboxProvider(_ProviderBase):
 
     async def adelete(self, /, *, sandbox_id: str, force: bool = False, **kwargs: Any) -> None:
         """`delete()` on the caller's event loop."""
-        sandbox_id = _validate.sandbox_id(sandbox_id)
+        if not isinstance(sandbox_id, str) or not sandbox_id.strip():
+            raise ConfigurationError("sandbox_id must be a non-empty string.")
+        sandbox_id = sandbox_id.strip()
         target = self._take(sandbox_id, force, kwargs)
         if isinstance(target, OpenSandboxBackend):
             await target.akill()

@@ -7,9 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool
 
-from opensandbox_core import validation as _validate
 from opensandbox_core.adapters import (
     ScopedTerminalTools,
     TerminalTools,
@@ -17,55 +16,31 @@ from opensandbox_core.adapters import (
     run_blocking,
 )
 
-from ._backend import OpenSandboxBackend
-from ._threads import ThreadSandboxBackend
+from ._scope import Backend, SandboxScope
 
 __all__ = ["TerminalMiddleware", "terminal_tools"]
 
-Backend = OpenSandboxBackend | ThreadSandboxBackend
 
-
-class _Terminals:
+class _Terminals(SandboxScope):
     """The `TerminalTools` of the backend's sandbox, or of each LangGraph thread's sandbox."""
 
-    def __init__(self, backend: Backend, max_output: object) -> None:
-        if not isinstance(backend, OpenSandboxBackend | ThreadSandboxBackend):
-            raise TypeError(
-                "The terminal tools need an OpenSandboxBackend or a ThreadSandboxBackend (not a "
-                f"{type(backend).__name__}): pass the sandbox backend itself, not a composite."
-            )
-        self._backend = backend
-        self._max_output = _validate.positive_int(max_output, "max_output")
-        self._scoped = ScopedTerminalTools(self._max_output)  # by thread id ("" without threads)
+    def __init__(self, backend: Backend, max_output: int) -> None:
+        super().__init__(backend, "terminal")
+        # by thread id ("" without threads); it checks `max_output`
+        self._scoped = ScopedTerminalTools(max_output)
         self.let_go = self._scoped.let_go
 
-    def scope(self) -> str:
-        backend = self._backend
-        return backend.current_thread_id() if isinstance(backend, ThreadSandboxBackend) else ""
-
     async def call(self, scope: str, name: str, arguments: dict[str, Any]) -> str:
-        backend = self._backend
-        if isinstance(backend, ThreadSandboxBackend):
-            backend = await backend.afor_thread(scope)
-        return await self._scoped.of(scope, backend.session).call(name, arguments)
+        return await self._scoped.of(scope, await self.session(scope)).call(name, arguments)
 
     def tools(self) -> list[BaseTool]:
         return [self._tool(spec) for spec in TerminalTools.specs]
 
     def _tool(self, spec: TerminalToolSpec) -> BaseTool:
-        def run(**arguments: Any) -> str:  # the scope is read here: the portal loop has no graph
-            return run_blocking(self.call(self.scope(), spec.name, arguments))
+        async def call(scope: str, arguments: dict[str, Any]) -> str:
+            return await self.call(scope, spec.name, arguments)
 
-        async def arun(**arguments: Any) -> str:
-            return await self.call(self.scope(), spec.name, arguments)
-
-        return StructuredTool(
-            name=spec.name,
-            description=spec.description,
-            args_schema=spec.schema(),
-            func=run,
-            coroutine=arun,
-        )
+        return self.tool(spec.name, spec.description, spec.schema(), call)
 
 
 def terminal_tools(backend: Backend, *, max_output: int = 16 * 1024) -> list[BaseTool]:

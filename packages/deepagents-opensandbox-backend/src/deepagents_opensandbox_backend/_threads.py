@@ -11,11 +11,12 @@ from typing import Any
 from deepagents.backends.sandbox import BaseSandbox
 
 from opensandbox_core import AsyncSandboxSession
-from opensandbox_core.adapters import takes_keywords, twin
+from opensandbox_core.adapters import twin
 from opensandbox_core.fleet import KeyedSandboxes
 
 from ._backend import OpenSandboxBackend
 from ._options import SEED_ORDER, ThreadOptions
+from ._signatures import takes_keywords
 
 __all__ = [
     "NAMESPACE_METADATA_KEY",

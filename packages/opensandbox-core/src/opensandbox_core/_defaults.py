@@ -54,7 +54,7 @@ The core's `lifetime`, the Deep Agents backend's `timeout` and the Pydantic AI b
 READY_TIMEOUT: Final = 60.0
 """Seconds to wait for a new sandbox's daemon to answer."""
 RECOVER_TIMEOUT: Final = 30.0
-"""Seconds a session keeps trying to reach a sandbox again after its daemon stopped answering."""
+"""Seconds a session looks for the sandbox of a create whose response was lost (by its tag)."""
 
 # -- commands ------------------------------------------------------------------------------------
 WORKING_DIR: Final = "/workspace"

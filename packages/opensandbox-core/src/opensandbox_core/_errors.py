@@ -74,25 +74,7 @@ from ._failures import parse_error_body as parse_error_body
 from ._failures import path_error as path_error
 from ._failures import scrub as scrub
 
-__all__ = [
-    "AuthenticationError",
-    "CommandTimeoutError",
-    "ConfigurationError",
-    "EditError",
-    "InsecureSandboxWarning",
-    "NotTextError",
-    "OpenSandboxError",
-    "OutputLimitError",
-    "SandboxUnavailableError",
-    "ServerError",
-    "TerminalBusyError",
-    "TerminalClosedError",
-    "TerminalError",
-    "TerminalNotFoundError",
-    "TerminalTakenOverError",
-    "TerminalTimeoutError",
-    "UnsupportedDaemonError",
-]
+# No `__all__`: the error tree is listed once, in the package's `__all__`.
 
 
 class InsecureSandboxWarning(UserWarning):

@@ -12,7 +12,9 @@ The session holds the sandbox's identity and lifecycle, and composes the facets 
 - `session.files` (`_files._facet.Files`): stat, list, make, remove; read, write, ranges, pages,
   batches, directory uploads; walk, glob, grep and edit;
 - `session.terminals` (`_terminal._facet.Terminals`): interactive terminals, opened or attached;
-  the session detaches those still open when it closes (they keep running).
+  the session detaches those still open when it closes (they keep running);
+- `session.code` (`_code._facet.CodeInterpreter`): code in Jupyter kernels of a code-interpreter
+  image, with contexts.
 
 Underneath, the lifecycle (`_lifecycle`, with `_startup` and `_reach`: clients, start-once,
 create, attach and recover, readiness and the probe, renewal, pause and resume, destroy, the

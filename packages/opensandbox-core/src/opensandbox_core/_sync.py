@@ -26,7 +26,7 @@ import contextlib
 import functools
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from . import _defaults
 from ._code._facet import CodeInterpreter
@@ -193,13 +193,25 @@ class _Blocking(Generic[A]):
         return f"Blocking{self._async!r}"
 
 
-class BlockingBackgroundProcess(_Blocking[BackgroundProcess]):
-    """Blocking twin of `BackgroundProcess` (what `session.commands.start_background` returns)."""
+class _Identified(Protocol):
+    id: str
 
-    @property
-    def id(self) -> str:
-        """The execution id (`session.commands.background(id)` finds the process again)."""
-        return self._async.id
+
+H = TypeVar("H", bound=_Identified)
+
+
+class _BlockingHandle(_Blocking[H]):
+    """The blocking twin of an async handle on something in the sandbox, which has an id."""
+
+    def __init__(self, async_object: H) -> None:
+        super().__init__(async_object)
+        self.id = async_object.id
+        """The id that reaches the same process or terminal again, from any session on the
+        sandbox (`session.commands.background(id)`, `session.terminals.attach(id)`)."""
+
+
+class BlockingBackgroundProcess(_BlockingHandle[BackgroundProcess]):
+    """Blocking twin of `BackgroundProcess` (what `session.commands.start_background` returns)."""
 
     @property
     def async_process(self) -> BackgroundProcess:
@@ -214,14 +226,9 @@ class BlockingBackgroundProcess(_Blocking[BackgroundProcess]):
     discard = twin(BackgroundProcess.discard)
 
 
-class BlockingTerminal(_Blocking[Terminal]):
+class BlockingTerminal(_BlockingHandle[Terminal]):
     """Blocking twin of `Terminal` (what `session.terminals.open` returns). The terminal lives
     on the portal loop, which keeps reading its output between calls."""
-
-    @property
-    def id(self) -> str:
-        """The terminal id (`session.terminals.attach(id)` reaches it again)."""
-        return self._async.id
 
     @property
     def exit_code(self) -> int | None:
@@ -301,7 +308,7 @@ class BlockingTerminals(_Blocking[Terminals]):
 class BlockingCode(_Blocking[CodeInterpreter]):
     """Blocking twin of `CodeInterpreter` (`SandboxSession.code`)."""
 
-    run = twin(CodeInterpreter.run)
+    run = twin(CodeInterpreter.run, callbacks=("on_output",))
     create_context = twin(CodeInterpreter.create_context)
     contexts = twin(CodeInterpreter.contexts)
     delete_context = twin(CodeInterpreter.delete_context)
@@ -379,6 +386,7 @@ class SandboxSession(SessionInfo):
     )
 
     def set_lifetime(self, lifetime: float | None) -> None:
+        """As :meth:`AsyncSandboxSession.set_lifetime` (no I/O: it applies from the next call)."""
         self._async.set_lifetime(lifetime)
 
     def __enter__(self) -> SandboxSession:

@@ -1,11 +1,11 @@
-"""The defaults of opensandbox-core, each defined once, for code built on the core.
+"""`DEFAULT`: the sentinel for "the session's default" (such as its default command timeout),
+for code that forwards an optional argument to the core (`commands.run(..., timeout=DEFAULT)`).
 
-The adapters (`deepagents-opensandbox-backend`, `pydantic-ai-opensandbox`) take their documented
-defaults from here instead of repeating the literals, so a value changes in one place. Every
-name is a plain constant (see each one's docstring in the source); they stay the same within a
-minor version.
+The core's default values are its parameters' defaults (`SandboxSpec`, `AsyncSandboxSession`);
+each adapter documents and passes its own (tests/unit/test_lifetimes.py holds the idle lifetime
+equal in every package).
 """
 
-from ._defaults import DEFAULT, LIFETIME, MAX_OUTPUT, READY_TIMEOUT, WORKING_DIR
+from ._defaults import DEFAULT
 
-__all__ = ["DEFAULT", "LIFETIME", "MAX_OUTPUT", "READY_TIMEOUT", "WORKING_DIR"]
+__all__ = ["DEFAULT"]

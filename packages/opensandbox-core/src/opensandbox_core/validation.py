@@ -2,8 +2,9 @@
 
 Each check raises `ConfigurationError` (a `ValueError`) for a wrong value and
 `ArgumentTypeError` (a `ConfigurationError` that is also a `TypeError`) for a wrong type; checks
-that normalise a value return it. The adapters use these so that one rule gives one message in
-every package. The functions and their messages stay the same within a minor version.
+that normalise a value return it. The adapters use these to check their own arguments before any
+I/O (a bad call must not start a sandbox), so that one rule gives one message in every package.
+The functions and their messages stay the same within a minor version.
 """
 
 from ._validate import (
@@ -12,9 +13,6 @@ from ._validate import (
     command_form,
     env,
     idle_lifetime,
-    one_of,
-    positive_int,
-    sandbox_id,
     seconds,
     timeout,
     working_dir,
@@ -27,9 +25,6 @@ __all__ = [
     "command_form",
     "env",
     "idle_lifetime",
-    "one_of",
-    "positive_int",
-    "sandbox_id",
     "seconds",
     "timeout",
     "working_dir",

@@ -25,18 +25,18 @@ from pydantic_ai.workspaces import (
     WorkspaceRef,
 )
 
-from opensandbox_core import AsyncSandboxSession, NetworkPolicy, SandboxSpec, Volume
 from opensandbox_core import (
-    defaults as _defaults,
+    AsyncSandboxSession,
+    ConfigurationError,
+    NetworkPolicy,
+    SandboxSpec,
+    Volume,
 )
-from opensandbox_core import (
-    validation as _validate,
-)
+from opensandbox_core import validation as _validate
 from opensandbox_core.adapters import (
     DirectoryUpload,
     OperationScope,
     UploadOptions,
-    keyword_defaults,
     spec_from_keywords,
 )
 from opensandbox_core.metadata import adapter_labels
@@ -65,10 +65,12 @@ CREATE_METADATA_KEY: Final = "pydantic-ai-create"
 _ADAPTER: Final = "pydantic-ai"
 """This package's name in the core's `adapter` label (its `opensandbox.adapters` entry point)."""
 _CREATE_METADATA: Final = {**adapter_labels(_ADAPTER), CREATE_METADATA_KEY: "true"}
-DEFAULT_WORKING_DIR: Final = _defaults.WORKING_DIR
-DEFAULT_SANDBOX_TIMEOUT: Final = int(_defaults.LIFETIME)
-"""Default `sandbox_timeout`: 30 minutes of disuse, the idle lifetime every package here uses."""
-_MAX_OUTPUT: Final = _defaults.MAX_OUTPUT
+DEFAULT_WORKING_DIR: Final = "/workspace"
+"""Default `working_dir` (seed 004's)."""
+DEFAULT_SANDBOX_TIMEOUT: Final = 1800
+"""Default `sandbox_timeout`: 30 minutes of disuse, the idle lifetime every package here uses
+(tests/unit/test_lifetimes.py holds it equal to the core's)."""
+_MAX_OUTPUT: Final = 16 * 1024 * 1024
 """Bytes of stdout and of stderr a command may print; past that `run` raises instead of cutting."""
 
 
@@ -118,15 +120,17 @@ class OpenSandboxBackend(
         spec: SandboxSpec | None = None,
     ) -> None:
         create = spec if spec is not None else image
-        _validate.one_of(
-            create, ref, create_name="image= (or spec=) to create a sandbox", attach_name="ref="
-        )
+        if (create is None) == (ref is None):
+            raise ConfigurationError(
+                "Pass either image= (or spec=) to create a sandbox or ref=, not "
+                + ("both." if ref is not None else "neither.")
+            )
         if ref is not None:
             check_ref(ref)
         else:
             given = {k: v for k, v in locals().items() if k in SPEC_FIELDS}  # as called
             spec = spec_from_keywords(
-                SPEC_FIELDS, given, _DEFAULTS, spec=spec, labels=_CREATE_METADATA
+                SPEC_FIELDS, given, OpenSandboxBackend, spec=spec, labels=_CREATE_METADATA
             )
         self._image = spec.image if spec is not None else None
         self._given_ref = ref
@@ -262,11 +266,8 @@ class OpenSandboxBackend(
         self, local_dir: str | os.PathLike[str], remote_dir: str, **options: Unpack[UploadOptions]
     ) -> DirectoryUpload:
         """Copy a local directory tree into the sandbox, leaving secrets behind (`.env`, `.ssh/`,
-        `*.pem`, ...: `opensandbox_core.SECRET_PATTERNS`) unless `include_secrets=True`; options
-        and result as `session.files.upload_dir`'s. A relative `remote_dir` resolves
-        against the working directory."""
+        `*.pem`, ...: the core's list, docs/core.md) unless `include_secrets=True`; options and
+        result as `session.files.upload_dir`'s. A relative `remote_dir` resolves against the
+        working directory."""
         async with self._operation():
             return await self._session.files.upload_dir(local_dir, remote_dir, **options)
-
-
-_DEFAULTS: Final = keyword_defaults(OpenSandboxBackend)  # a keyword left at it gives way to `spec=`

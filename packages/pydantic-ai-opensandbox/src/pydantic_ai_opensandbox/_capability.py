@@ -6,9 +6,10 @@ docs/pydantic-ai.md ("Lifecycle") says which sandboxes a failed run deletes, and
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai.capabilities import AbstractCapability, WrapRunHandler
 from pydantic_ai.exceptions import UserError
@@ -17,10 +18,11 @@ from pydantic_ai.workspaces import Workspace, WorkspaceBackend, WorkspaceRef, Wr
 
 from opensandbox_core import NetworkPolicy, SandboxSpec, Volume
 from opensandbox_core import validation as _validate
-from opensandbox_core.adapters import discard_sandbox, keyword_defaults, spec_from_keywords
+from opensandbox_core.adapters import spec_from_keywords
 
 from ._backend import DEFAULT_SANDBOX_TIMEOUT, DEFAULT_WORKING_DIR, OpenSandboxBackend
-from ._translate import PROVIDER, SPEC_FIELDS, destroy_by_id, lifetime
+from ._lifecycle import operation
+from ._translate import PROVIDER, SPEC_FIELDS, destroy_by_id, lifetime, settings_checked
 
 if TYPE_CHECKING:
     from opensandbox.config import ConnectionConfig
@@ -39,6 +41,10 @@ class _SuppliedBackend(OpenSandboxBackend):
         # Until a run claims it, nothing closes it (docs/pydantic-ai.md, "Lifecycle").
         self._scope.close_after_operation = True
 
+    async def discard(self, why: str) -> None:
+        """Delete the sandbox this backend created (a failed run's), logging `why`."""
+        await self._scope.discard(why)
+
     def claim(self, owned: bool) -> None:
         """Keep the clients open across operations while the run that closes them is in progress."""
         self._scope.close_after_operation = not owned
@@ -51,6 +57,23 @@ def _innermost_backend(workspace: Workspace) -> WorkspaceBackend:
     while isinstance(current, Workspace):
         current = current.wrapped if isinstance(current, WrapperWorkspace) else current.backend
     return current
+
+
+@contextlib.asynccontextmanager
+async def workspace_sandbox(
+    ctx: RunContext[Any], capability: str
+) -> AsyncIterator[OpenSandboxBackend]:
+    """The run's OpenSandbox backend for one tool call of `capability` (a class name), started
+    or attached and kept open until the call ends (`operation`: errors as the workspace's);
+    `UserError` when the run's workspace is not an OpenSandbox sandbox."""
+    found = _innermost_backend(ctx.workspace)
+    if not isinstance(found, OpenSandboxBackend):
+        raise UserError(
+            f"{capability} needs an OpenSandbox workspace: add OpenSandbox(image=...) to the "
+            "capabilities, or pass an OpenSandboxBackend as workspace=."
+        )
+    async with operation(found):
+        yield found
 
 
 def _durable(ctx: RunContext[Any]) -> bool:
@@ -135,20 +158,18 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
                 "`OpenSandbox` does not support `defer_loading=True`: the workspace is selected "
                 "before deferred capabilities load."
             )
-        try:  # the core's checks, now rather than at the run's first operation
+        with settings_checked():
             self._sandbox_spec()
             _validate.working_dir(self.working_dir)
             _validate.env(self.env)
             lifetime(self.sandbox_timeout)  # also when only attaching
-        except (TypeError, ValueError) as exc:
-            raise UserError(str(exc)) from None
 
     def _sandbox_spec(self) -> SandboxSpec | None:
         """The new sandbox these fields describe (`None` without `image` or `spec`)."""
         if self.image is None and self.spec is None:
             return None
         fields = {name: getattr(self, name) for name in SPEC_FIELDS}
-        return spec_from_keywords(SPEC_FIELDS, fields, _DEFAULTS, spec=self.spec)
+        return spec_from_keywords(SPEC_FIELDS, fields, OpenSandbox, spec=self.spec)
 
     @classmethod
     def from_spec(
@@ -238,13 +259,10 @@ class OpenSandbox(AbstractCapability[AgentDepsT]):
             # No result holds the ref of the sandbox a failed run created (docs/pydantic-ai.md).
             if owned is not None and owned.created_by_run and not _durable(ctx):
                 why = f"was created by a run that failed ({type(error).__name__})"
-                await discard_sandbox(owned.session, why + ": no result holds its ref")
+                await owned.discard(why + ": no result holds its ref")
             raise
         finally:
             if owned is not None:
                 # `result.workspace` outlives the run, with no one left to close it.
                 owned.claim(False)
                 await owned.aclose()
-
-
-_DEFAULTS: Final = keyword_defaults(OpenSandbox)

@@ -24,9 +24,8 @@ from opensandbox_core import (
 )
 from opensandbox_core.adapters import CodeTool, CodeToolResult
 
-from ._backend import OpenSandboxBackend
-from ._capability import OpenSandbox, _innermost_backend
-from ._lifecycle import operation
+from ._capability import OpenSandbox, workspace_sandbox
+from ._translate import settings_checked
 
 __all__ = ["OpenSandboxCodeInterpreter", "tool_return"]
 
@@ -80,15 +79,13 @@ class OpenSandboxCodeInterpreter(AbstractCapability[AgentDepsT]):
     _toolset: FunctionToolset[AgentDepsT] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        try:
+        with settings_checked():
             self._tool = CodeTool(
                 language=self.language,
                 context=self.context,
                 timeout=self.timeout,
                 max_output=self.max_output,
             )
-        except (TypeError, ValueError) as exc:
-            raise UserError(str(exc)) from None
 
     def get_ordering(self) -> CapabilityOrdering:
         return CapabilityOrdering(wrapped_by=[OpenSandbox])  # done before it closes the session
@@ -103,19 +100,9 @@ class OpenSandboxCodeInterpreter(AbstractCapability[AgentDepsT]):
         return self._toolset
 
     async def _run(self, ctx: RunContext[AgentDepsT], **arguments: Any) -> str | ToolReturn:
-        found = _innermost_backend(ctx.workspace)
-        if not isinstance(found, OpenSandboxBackend):
-            raise UserError(
-                "OpenSandboxCodeInterpreter needs an OpenSandbox workspace: add "
-                "OpenSandbox(image=...) to the capabilities, or pass an OpenSandboxBackend as "
-                "workspace=."
-            )
-        async with operation(found):  # starts or attaches; errors as the workspace's
+        async with workspace_sandbox(ctx, "OpenSandboxCodeInterpreter") as backend:
             try:
-                result = await self._tool.call(found.session, arguments)
-            except CodeInterpreterUnavailableError as exc:
-                raise UserError(
-                    f"{exc} Give OpenSandbox a code-interpreter image, such as "
-                    "'opensandbox/code-interpreter:v1.1.0'."
-                ) from exc
+                result = await self._tool.call(backend.session, arguments)
+            except CodeInterpreterUnavailableError as exc:  # it says what the image needs
+                raise UserError(str(exc)) from exc
         return tool_return(result)

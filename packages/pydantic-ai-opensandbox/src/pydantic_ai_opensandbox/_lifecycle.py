@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from opensandbox_core import AsyncSandboxSession
-from opensandbox_core.adapters import OperationScope, running_on_asyncio
+from opensandbox_core.adapters import OperationScope
 
-from ._translate import require_asyncio, translate
+from ._translate import require_asyncio, running_on_asyncio, translate
 
 if TYPE_CHECKING:
     from opensandbox import Sandbox

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, WrapRunHandler
-from pydantic_ai.exceptions import UserError
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT, RunContext, Tool
 from pydantic_ai.toolsets import FunctionToolset
@@ -20,8 +19,8 @@ from opensandbox_core import AsyncSandboxSession
 from opensandbox_core.adapters import ScopedTerminalTools, TerminalTools, TerminalToolSpec
 
 from ._backend import OpenSandboxBackend
-from ._capability import OpenSandbox, _innermost_backend
-from ._lifecycle import operation
+from ._capability import OpenSandbox, _innermost_backend, workspace_sandbox
+from ._translate import settings_checked
 
 __all__ = ["OpenSandboxTerminal"]
 
@@ -53,10 +52,8 @@ class OpenSandboxTerminal(AbstractCapability[AgentDepsT]):
     """The tools of each sandbox (the core's registry: carried on to a later run's session)."""
 
     def __post_init__(self) -> None:
-        try:
+        with settings_checked():
             self._scoped = ScopedTerminalTools(self.max_output)
-        except (TypeError, ValueError) as exc:
-            raise UserError(str(exc)) from None
 
     def get_ordering(self) -> CapabilityOrdering:
         return CapabilityOrdering(wrapped_by=[OpenSandbox])  # done before it closes the session
@@ -69,14 +66,8 @@ class OpenSandboxTerminal(AbstractCapability[AgentDepsT]):
 
     def _tool(self, spec: TerminalToolSpec) -> Tool[AgentDepsT]:
         async def run(ctx: RunContext[AgentDepsT], **arguments: Any) -> str:
-            found = _innermost_backend(ctx.workspace)
-            if not isinstance(found, OpenSandboxBackend):
-                raise UserError(
-                    "OpenSandboxTerminal needs an OpenSandbox workspace: add OpenSandbox(image=...) "
-                    "to the capabilities, or pass an OpenSandboxBackend as workspace=."
-                )
-            async with operation(found):  # starts or attaches; errors as the workspace's
-                return await self._for(found).call(spec.name, arguments)
+            async with workspace_sandbox(ctx, "OpenSandboxTerminal") as backend:
+                return await self._for(backend).call(spec.name, arguments)
 
         return Tool.from_schema(run, spec.name, spec.description, spec.schema(), takes_ctx=True)
 

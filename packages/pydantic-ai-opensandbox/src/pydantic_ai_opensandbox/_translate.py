@@ -5,8 +5,10 @@ as the core's, and the asyncio requirement. docs/pydantic-ai.md gives both table
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import posixpath
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
@@ -29,7 +31,6 @@ from opensandbox_core import (
     SandboxUnavailableError,
 )
 from opensandbox_core import validation as _validate
-from opensandbox_core.adapters import SpecField, running_on_asyncio
 from opensandbox_core.fleet import destroy_sandbox
 
 __all__ = [
@@ -41,6 +42,8 @@ __all__ = [
     "file_entry",
     "lifetime",
     "require_asyncio",
+    "running_on_asyncio",
+    "settings_checked",
     "translate",
 ]
 
@@ -53,17 +56,17 @@ def lifetime(value: object) -> float | None:
     return None if value is None else _validate.seconds(value, "sandbox_timeout", minimum=1)
 
 
-SPEC_FIELDS: Final[Mapping[str, SpecField]] = MappingProxyType(
+SPEC_FIELDS: Final[Mapping[str, str | tuple[str, Any]]] = MappingProxyType(
     {
-        "image": SpecField("image"),
-        "entrypoint": SpecField("entrypoint"),
-        "resource": SpecField("resource"),
-        "allow_internet_access": SpecField("allow_internet_access"),
-        "secure_access": SpecField("secure_access"),
-        "sandbox_timeout": SpecField("lifetime", lifetime),  # None: kept until destroyed
-        "metadata": SpecField("metadata"),
-        "volumes": SpecField("volumes"),
-        "network_policy": SpecField("network_policy"),
+        "image": "image",
+        "entrypoint": "entrypoint",
+        "resource": "resource",
+        "allow_internet_access": "allow_internet_access",
+        "secure_access": "secure_access",
+        "sandbox_timeout": ("lifetime", lifetime),  # None: kept until destroyed
+        "metadata": "metadata",
+        "volumes": "volumes",
+        "network_policy": "network_policy",
     }
 )
 """Each keyword of `OpenSandbox` / `OpenSandboxBackend` describing a new sandbox, and its field of
@@ -71,6 +74,37 @@ the core's `SandboxSpec` (`env`, `working_dir` and, on attach, `sandbox_timeout`
 
 if TYPE_CHECKING:
     from opensandbox.config import ConnectionConfig
+
+
+_sniffio: Any
+try:
+    import sniffio as _sniffio
+except ModuleNotFoundError:  # pragma: no cover - Trio depends on sniffio: without it, no Trio
+    _sniffio = None
+
+
+def running_on_asyncio() -> bool:
+    """Whether the caller runs in an asyncio event loop (not Trio, not outside any loop)."""
+    if _sniffio is not None:
+        try:
+            return bool(_sniffio.current_async_library() == "asyncio")
+        except _sniffio.AsyncLibraryNotFoundError:
+            return False
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def settings_checked() -> Iterator[None]:
+    """A capability's settings refused by the core's checks (`TypeError`, `ValueError`) as
+    `UserError`, at construction rather than at the run's first operation."""
+    try:
+        yield
+    except (TypeError, ValueError) as exc:
+        raise UserError(str(exc)) from None
 
 
 def require_asyncio() -> None:

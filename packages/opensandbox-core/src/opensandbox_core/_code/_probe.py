@@ -41,9 +41,10 @@ NIL_CONTEXT: Final = "00000000-0000-4000-8000-000000000000"
 _PROBE_LIMIT: Final = 75.0
 _NEEDS: Final = (
     "The image needs a Jupyter server that execd reaches (JUPYTER_HOST and JUPYTER_TOKEN in "
-    "execd's environment, as in the opensandbox/code-interpreter images) with a kernel for the "
-    "language (a kernelspec whose language is it, not named python3: e.g. `python -m ipykernel "
-    "install --name python`, `python -m bash_kernel.install`)."
+    "execd's environment, as the opensandbox/code-interpreter images such as "
+    "opensandbox/code-interpreter:v1.1.0 have) with a kernel for the language (a kernelspec "
+    "whose language is it, not named python3: e.g. `python -m ipykernel install --name python`, "
+    "`python -m bash_kernel.install`)."
 )
 
 _SPECS_SCRIPT: Final = r"""h=${JUPYTER_HOST:-}

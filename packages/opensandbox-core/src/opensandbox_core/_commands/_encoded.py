@@ -73,7 +73,7 @@ async def run_bytes(
     env: Mapping[str, str] | None,
     timeout: float | None,
 ) -> BytesResult:
-    """`AsyncSandboxSession.run_bytes` (see there); `timeout` is already the effective limit."""
+    """`session.commands.run_bytes` (`Commands.run_bytes`); `timeout` is already the effective limit."""
     text = _validate.command_text(command)
     try:
         result = await commands.run(

@@ -1,4 +1,4 @@
-"""Output offload (`AsyncSandboxSession.run_offloaded`): a command whose output stays in the
+"""Output offload (`session.commands.run_offloaded`): a command whose output stays in the
 sandbox, in a file the caller names, and only its size, line count, head and tail (or, when it
 is small, the whole of it) come back.
 
@@ -109,7 +109,7 @@ async def run_offloaded(
     env: Mapping[str, str] | None,
     timeout: float | None,
 ) -> OffloadedRun:
-    """`AsyncSandboxSession.run_offloaded` (see there); `timeout` is the effective limit."""
+    """`session.commands.run_offloaded` (`Commands.run_offloaded`); `timeout` is the effective limit."""
     text = _validate.command_text(command)
     cap = _validate.positive_int(max_bytes, "max_bytes")
     inline = _validate.non_negative_int(inline_limit, "inline_limit")

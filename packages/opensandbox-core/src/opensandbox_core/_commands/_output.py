@@ -13,6 +13,7 @@ import logging
 import posixpath
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from opensandbox_core._errors import ServerError
 from opensandbox_core._wire._events import COMMAND_ID, Context
@@ -31,17 +32,24 @@ which a sandbox may be warned about once more)."""
 _WARNED_MAX = 4096
 
 
-@dataclass(frozen=True)
-class Collected:
-    """What the events of a finished (or stopped) command told, as `collect` needs it."""
+class Collected(Protocol):
+    """What the events of a finished (or stopped) command told, as `collect` needs it (the
+    command's run state, `_run._RunState`)."""
 
-    framing: Framing
-    execution_id: str | None
-    out: OutputBuffer
-    err: OutputBuffer
-    capture: Capture | None
-    sandbox_id: str | None
-    cleanup: Cleanup | None = None
+    @property
+    def framing(self) -> Framing: ...
+    @property
+    def execution_id(self) -> str | None: ...
+    @property
+    def out(self) -> OutputBuffer: ...
+    @property
+    def err(self) -> OutputBuffer: ...
+    @property
+    def capture(self) -> Capture | None: ...
+    @property
+    def sandbox_id(self) -> str | None: ...
+    @property
+    def cleanup(self) -> Cleanup | None: ...
 
 
 def exact(raw: bytes, cap: int) -> OutputBuffer:

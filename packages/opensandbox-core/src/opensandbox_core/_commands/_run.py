@@ -38,7 +38,7 @@ from opensandbox_core._wire._execd import ExecdClient, ExecdError
 from opensandbox_core._wire._framing import Framing, OutputBuffer, rebuild
 
 from ._capture import CAPTURE_ENV, Capture
-from ._output import Cleanup, Collected, collect, leftover_files
+from ._output import Cleanup, collect, leftover_files
 from ._request import CommandRequest
 
 __all__ = ["CommandRunner", "Lifecycle", "OutputCallback"]
@@ -89,6 +89,7 @@ class _RunState:
     on_output: OutputCallback | None = None
     capture: Capture | None = None
     cleanup: Cleanup | None = None
+    sandbox_id: str | None = None
     stream: CommandEvents = field(init=False)
 
     def __post_init__(self) -> None:
@@ -107,17 +108,6 @@ class _RunState:
 
     def rebuilt(self) -> tuple[str, str, bool]:
         return self.out.text(), self.err.text(), self.out.truncated or self.err.truncated
-
-    def collected(self, sandbox_id: str | None) -> Collected:
-        return Collected(
-            framing=self.framing,
-            execution_id=self.execution_id,
-            out=self.out,
-            err=self.err,
-            capture=self.capture,
-            sandbox_id=sandbox_id,
-            cleanup=self.cleanup,
-        )
 
     def leftovers(self, ctx: Context) -> list[str]:
         return leftover_files(ctx, self.execution_id, self.capture, self.cleanup)
@@ -171,7 +161,7 @@ class CommandRunner:
         read_timeout: float | None = None,
         cleanup: Cleanup | None = None,
     ) -> CommandResult:
-        """`AsyncSandboxSession.run` (see there); `timeout` is already the effective limit.
+        """`session.commands.run` (`Commands.run`); `timeout` is already the effective limit.
 
         `read_timeout`: the longest silence allowed on the event stream (None: as long as the
         command may run); file commands pass the lifecycle's `stall_timeout`. `cleanup`: files
@@ -185,7 +175,13 @@ class CommandRunner:
             request = request.captured(capture)
         body = request.body()
         state = _RunState(
-            ctx.framing, OutputBuffer(cap), OutputBuffer(cap), on_output, capture, cleanup
+            ctx.framing,
+            OutputBuffer(cap),
+            OutputBuffer(cap),
+            on_output,
+            capture,
+            cleanup,
+            self._life.sandbox_id,
         )
         started = time.monotonic()
         where = cwd if cwd is not None else workdir
@@ -295,9 +291,7 @@ class CommandRunner:
         self, ctx: Context, state: _RunState, cap: int, plain_lines: bool
     ) -> tuple[str, str, bool]:
         """A finished command's stdout, stderr and whether the cap cut either (`_output`)."""
-        return await collect(
-            ctx, state.collected(self._life.sandbox_id), cap, plain_lines=plain_lines
-        )
+        return await collect(ctx, state, cap, plain_lines=plain_lines)
 
     async def interrupt(
         self, execd: ExecdClient, execution_id: str | None, *, discard: Sequence[str] = ()

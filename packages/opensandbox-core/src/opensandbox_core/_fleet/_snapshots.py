@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from opensandbox_core import _errors, _validate
 from opensandbox_core._config import Connection
-from opensandbox_core._errors import SandboxUnavailableError, ServerError
+from opensandbox_core._errors import ConfigurationError, SandboxUnavailableError, ServerError
 from opensandbox_core._metadata import ADAPTER_KEY, LIBRARY_KEY, LIBRARY_VALUE, OWNER_KEY
 from opensandbox_core._session import AsyncSandboxSession
 
@@ -36,6 +36,7 @@ __all__ = [
     "SnapshotRef",
     "SnapshotsUnsupportedError",
     "delete_snapshot",
+    "find_snapshot",
     "get_snapshot",
     "list_snapshots",
     "restore_snapshot",
@@ -221,6 +222,23 @@ async def list_snapshots(
             page += 1
 
 
+async def find_snapshot(reference: str, connection: Connection | None = None) -> str:
+    """The id of the ready snapshot with the id `reference`, else of the newest ready one named
+    `reference`; `ConfigurationError` when there is none."""
+    found = await get_snapshot(reference, connection)
+    if found is not None and found.ready:
+        return found.id
+    named = [s for s in await list_snapshots(connection) if s.name == reference and s.ready]
+    if not named:
+        state = f" (its state is {found.state!r})" if found is not None else ""
+        raise ConfigurationError(
+            f"No ready snapshot named or with the id {reference!r} on the server{state}. Make "
+            "one from a sandbox with opensandbox_core.fleet.snapshot_sandbox(session, name=...)."
+        )
+    named.sort(key=lambda s: (s.created_at is not None, s.created_at or 0))
+    return named[-1].id
+
+
 async def delete_snapshot(snapshot_id: str, connection: Connection | None = None) -> bool:
     """Delete a snapshot (on Docker: its image). False, quietly, when it was already gone.
 
@@ -237,7 +255,7 @@ async def delete_snapshot(snapshot_id: str, connection: Connection | None = None
 
 
 async def restore_snapshot(
-    snapshot_id: str,
+    snapshot: str,
     *,
     connection: Connection | None = None,
     metadata: Mapping[str, str] | None = None,
@@ -249,6 +267,9 @@ async def restore_snapshot(
 ) -> AsyncSandboxSession:
     """Create a sandbox from a snapshot and return a session that owns it (ready for commands).
 
+    `snapshot` is a ready snapshot's id, or its name (`snapshot_sandbox(name=...)`; the newest
+    ready snapshot of that name); `ConfigurationError` when the server has no such snapshot.
+
     The new sandbox has the snapshot's files; it is a new sandbox with a new id, and it belongs
     to the caller: a fresh ownership tag and `metadata` are set over the labels it inherits from
     the snapshot's source, so cleanup by the source's owner never touches it. Like a session
@@ -258,10 +279,11 @@ async def restore_snapshot(
     A create whose answer is lost is recovered by the ownership tag (never a duplicate). Raises
     `SnapshotsUnsupportedError` when the runtime cannot restore snapshots.
     """
-    snapshot_id = _validate.snapshot_id(snapshot_id)
+    reference = _validate.snapshot_id(snapshot)
     connection = connection or Connection()
     extra = _validate.env(metadata or {})
     lifetime = _validate.restore_lifetime(lifetime)
+    snapshot_id = await find_snapshot(reference, connection)
     token = uuid.uuid4().hex
     labels = {ADAPTER_KEY: "core", **extra, OWNER_KEY: token, LIBRARY_KEY: LIBRARY_VALUE}
     started = time.monotonic()

@@ -1,23 +1,29 @@
-"""`OperationScope`: the operations of a backend on one session, counted, with the session's
-HTTP clients closed after the last one when nothing else will close them.
+"""`OperationScope`: the lifecycle of a backend's session, the one helper both adapters and a
+custom agent loop build on.
 
-For an adapter or a custom loop whose backend may be dropped without being closed (a durable
-engine builds one per step): set `close_after_operation` and the clients close as the last
-operation in flight ends; `aclose()` during an operation defers to its end. `sdk_sandbox()` is the
-OpenSandbox SDK's `Sandbox` on the session's sandbox, sharing the scope's transport on each event
-loop, which `aclose()` closes (a transport the caller passed in the connection stays theirs).
-`running_on_asyncio()` tells whether the caller runs on asyncio (the SDK's only loop) rather than
-Trio. The Pydantic AI backend is built on both.
+- `start()` creates (or attaches) once, so that no failure or cancellation leaves the create half
+  done (the core's create guard): by default a create cut off by a cancellation runs to its end
+  and the session keeps the sandbox (a caller that holds the session hands it out later);
+  `start(discard_unfinished=True)`: a create that fails or is cancelled deletes the sandbox it
+  made (a caller that gets nothing back then). `start_blocking()` is `start()` for blocking code, on the
+  core's portal loop (Ctrl-C waits for the clean-up).
+- `operation()` counts the operations in flight: with `close_after_operation` set, the session's
+  HTTP clients close as the last one ends (for a backend that may be dropped without being
+  closed: a durable engine builds one per step); `aclose()` during an operation defers to its end.
+- `discard(why)` deletes the sandbox the session created (a failed run's), logging why; it never
+  raises, and a session that attached only closes its clients.
+- `sdk_sandbox()` is the OpenSandbox SDK's `Sandbox` on the session's sandbox, sharing the scope's
+  transport on each event loop, which `aclose()` closes (a transport the caller passed in the
+  connection stays theirs).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ._guard import CreateGuard, run_to_completion
+from ._guard import CreateGuard, discard_sandbox, run_to_completion
 from ._loops import PerLoop
 
 if TYPE_CHECKING:
@@ -26,27 +32,7 @@ if TYPE_CHECKING:
 
     from opensandbox_core._session import AsyncSandboxSession
 
-__all__ = ["OperationScope", "running_on_asyncio"]
-
-_sniffio: Any
-try:
-    import sniffio as _sniffio
-except ModuleNotFoundError:  # pragma: no cover - Trio depends on sniffio: without it, no Trio
-    _sniffio = None
-
-
-def running_on_asyncio() -> bool:
-    """Whether the caller runs in an asyncio event loop (not Trio, not outside any loop)."""
-    if _sniffio is not None:
-        try:
-            return bool(_sniffio.current_async_library() == "asyncio")
-        except _sniffio.AsyncLibraryNotFoundError:
-            return False
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
+__all__ = ["OperationScope"]
 
 
 async def _close_config(config: ConnectionConfig) -> None:
@@ -79,10 +65,23 @@ class OperationScope:
         """How many operations are running now."""
         return self._operations
 
-    async def start(self) -> str:
+    async def start(self, *, discard_unfinished: bool = False) -> str:
         """Create or attach (once), or only renew; return the sandbox id. A create cut off by a
-        cancellation runs to its end, and the session keeps the sandbox (the caller hands it out)."""
-        return await CreateGuard(self.session, keep=True).start()
+        cancellation runs to its end and the session keeps the sandbox (the caller hands it out);
+        with `discard_unfinished=True`, a failed or cancelled create deletes what it made (the
+        caller gets nothing back then)."""
+        return await CreateGuard(self.session, keep=not discard_unfinished).start()
+
+    def start_blocking(self, *, discard_unfinished: bool = False) -> str:
+        """`start()` for blocking code, on the core's portal loop; Ctrl-C waits for the clean-up
+        of a create it cut off (a second Ctrl-C leaves at once)."""
+        return CreateGuard(self.session, keep=not discard_unfinished).start_blocking()
+
+    async def discard(self, why: str) -> None:
+        """Delete the sandbox the session created, saying `why` in the log; never raises an
+        error (a cancellation waits for the deletion). A session that attached only closes its
+        clients: whoever created the sandbox owns it."""
+        await discard_sandbox(self.session, why)
 
     @contextlib.asynccontextmanager
     async def operation(self) -> AsyncIterator[None]:

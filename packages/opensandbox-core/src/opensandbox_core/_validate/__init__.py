@@ -24,8 +24,8 @@ Also there, for the core only (imported `as` themselves below, not in `__all__`)
 `choice`, `instance`, `sequence_of`, `int_at_least`.
 
 The core's own calls (`_calls`, core only): `volume`, `egress_rule`, `network_policy`,
-`create_options` (a `SandboxSpec`'s create options), `spec_keywords` (adapter keywords beside
-`spec=`); `write_data`, `replacement`, `remote_dir`, `glob_pattern`, `exclude_patterns`,
+`create_options` (a `SandboxSpec`'s create options), `spec_table` (an adapter's keyword table),
+`spec_keywords` (adapter keywords beside `spec=`); `write_data`, `replacement`, `remote_dir`, `glob_pattern`, `exclude_patterns`,
 `grep_patterns`, `grep_filters` (files); `keep_running` (background processes);
 `started_session`, `snapshot_source`, `snapshot_id`, `restore_lifetime`, `removal_selectors`
 (snapshots, removal); `label_value`, `keyed_factories` (keyed sandboxes);
@@ -57,6 +57,7 @@ from ._calls import restore_lifetime as restore_lifetime
 from ._calls import snapshot_id as snapshot_id
 from ._calls import snapshot_source as snapshot_source
 from ._calls import spec_keywords as spec_keywords
+from ._calls import spec_table as spec_table
 from ._calls import started_session as started_session
 from ._calls import terminal_command as terminal_command
 from ._calls import terminal_id as terminal_id

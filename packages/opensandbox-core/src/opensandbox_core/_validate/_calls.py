@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import AsyncIterable, Collection, Iterable, Mapping
+from collections.abc import AsyncIterable, Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from opensandbox_core._errors import ConfigurationError
@@ -28,7 +28,7 @@ __all__ = [
     "snapshot_id",
     "snapshot_source",
     "spec_keywords",
-    "split_snapshot",
+    "spec_table",
     "started_session",
     "terminal_command",
     "terminal_id",
@@ -136,6 +136,24 @@ def create_options(
         isinstance(k, str) and k and isinstance(v, str) for k, v in extensions.items()
     ):
         raise ConfigurationError("extensions must map non-empty strings to strings.")
+
+
+def spec_table(
+    table: object, fields: Collection[str]
+) -> dict[str, tuple[str, Callable[[Any], Any] | None]]:
+    """An adapter's keyword table: keyword -> a `SandboxSpec` field (one of `fields`), or
+    (that field, a callable converting the keyword's value); as (field, conversion or None)."""
+    if not isinstance(table, Mapping):
+        raise ArgumentTypeError("the keyword table must be a mapping of keyword -> spec field.")
+    entries: dict[str, tuple[str, Callable[[Any], Any] | None]] = {}
+    for keyword, entry in table.items():
+        if isinstance(entry, tuple) and len(entry) == 2 and callable(entry[1]):
+            name, convert = entry
+        else:
+            name, convert = entry, None
+        choice(name, f"the spec field of keyword {keyword!r}", tuple(fields))
+        entries[keyword] = (name, convert)
+    return entries
 
 
 def spec_keywords(disagreeing: Mapping[str, str]) -> None:
@@ -395,32 +413,3 @@ def removal_selectors(ids: object, owner: object, idle_for: object, all_: object
             "remove_sandboxes() was called without a selector, and would delete every sandbox "
             "these packages ever created on the server: pass ids=, owner=, idle_for= or all_=True."
         )
-
-
-def split_snapshot(
-    kwargs: Mapping[str, Any],
-    sandbox_id: str | None,
-    allowed: Collection[str],
-    provider: str,
-    see: str,
-) -> tuple[dict[str, Any], str | None]:
-    """A provider's create options (each in `allowed`) and its `snapshot` reference (stripped),
-    out of `kwargs`; `ConfigurationError` for anything else, a blank snapshot, or a snapshot
-    with a `sandbox_id`. `provider` names the provider in the messages, `see` its create call."""
-    options = dict(kwargs)
-    snapshot = options.pop("snapshot", None)
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        raise ConfigurationError(
-            f"The {provider} does not take {', '.join(map(repr, unknown))}. "
-            f"It takes {', '.join(sorted(allowed))} and snapshot (see {see})."
-        )
-    if snapshot is not None and (not isinstance(snapshot, str) or not snapshot.strip()):
-        raise ConfigurationError(
-            f"snapshot must be a snapshot's name or id (a non-empty string), got {snapshot!r}."
-        )
-    if snapshot is not None and sandbox_id is not None:
-        raise ConfigurationError(
-            "snapshot cannot be combined with sandbox_id: a snapshot starts a new sandbox."
-        )
-    return options, snapshot.strip() if snapshot is not None else None
