@@ -5,7 +5,10 @@ cases `pty_*`; docs in the notes' "Interactive terminal (`/pty`)").
 - REST (`POST /pty`, `GET /pty/{id}`, `DELETE /pty/{id}`) is served in memory through
   `transport` (an `httpx.MockTransport` for the core's `ExecdClient`), the WebSocket
   (`GET /pty/{id}/ws`) by `websockets`' server on 127.0.0.1: one state behind both.
-- The shell starts at the first connection, and again at a connection after it ended; a
+- The shell starts at the first connection, and again at a connection after it ended. Its end
+  is its own exit (as execd's wait for its shell), not the terminal's last descriptor closing:
+  what the terminal holds then is read, the terminal is closed (hanging up whatever still has it
+  open, such as an interactive shell a killed session leader left behind), and `exit` is sent. A
   reconnection gets one replay frame (type 3, offset) before `connected`; `exit` is followed
   by close 1000 "process exited"; one client at a time (409 `ALREADY_CONNECTED`, or with
   `?takeover=1` on `generation="1.0.19"` the holder gets close 4001); unknown ids 404
@@ -24,6 +27,7 @@ import contextlib
 import fcntl
 import json
 import os
+import select
 import signal
 import struct
 import subprocess
@@ -65,6 +69,7 @@ class PtySession:
     offset: int = 0  # bytes produced so far (all runs)
     process: subprocess.Popen[bytes] | None = None
     master: int | None = None
+    exit_watch: int | None = None  # a pidfd of `process`: readable once it has exited
     holder: ServerConnection | None = None
     queue: Outbox | None = None
     exits: list[int] = field(default_factory=list)
@@ -277,7 +282,10 @@ class FakePtyDaemon:
         )
         os.close(slave)
         session.master = master
-        asyncio.get_running_loop().add_reader(master, self._output, session)
+        loop = asyncio.get_running_loop()
+        loop.add_reader(master, self._output, session)
+        session.exit_watch = os.pidfd_open(session.process.pid)
+        loop.add_reader(session.exit_watch, self._exited, session)
 
     def _output(self, session: PtySession) -> None:
         assert session.master is not None
@@ -285,9 +293,25 @@ class FakePtyDaemon:
             data = os.read(session.master, 65536)
         except OSError:
             data = b""
-        if not data:
-            self._ended(session)
+        if not data:  # no process holds the terminal: the end comes with the shell's exit
+            asyncio.get_running_loop().remove_reader(session.master)
             return
+        self._produced(session, data)
+
+    def _exited(self, session: PtySession) -> None:
+        """The shell has exited: what the terminal holds now is its last output; then the end."""
+        master = session.master
+        while master is not None and select.select([master], [], [], 0)[0]:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            self._produced(session, data)
+        self._ended(session)
+
+    def _produced(self, session: PtySession, data: bytes) -> None:
         session.offset += len(data)
         session.replay += data
         del session.replay[: max(0, len(session.replay) - REPLAY_LIMIT)]
@@ -297,6 +321,10 @@ class FakePtyDaemon:
 
     def _ended(self, session: PtySession, *, code: int | None = None) -> None:
         loop = asyncio.get_running_loop()
+        if session.exit_watch is not None:
+            loop.remove_reader(session.exit_watch)
+            os.close(session.exit_watch)
+            session.exit_watch = None
         if session.master is not None:
             loop.remove_reader(session.master)
             os.close(session.master)

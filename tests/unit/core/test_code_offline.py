@@ -24,6 +24,7 @@ from opensandbox_core import (
     SandboxSession,
     SandboxSpec,
 )
+from opensandbox_core._code import _runner
 from opensandbox_core.testing import FakeCodeInterpreter, FakeOpenSandbox
 from opensandbox_core.testing._code import FakeCell, FakeKernel
 
@@ -181,7 +182,11 @@ async def test_timeout_interrupts_and_keeps_the_output_and_the_state() -> None:
         assert (await sb.code.run("x", context=ctx)).text == "7"
 
 
-async def test_a_dead_kernel_is_reported_within_seconds_and_replaced() -> None:
+async def test_a_dead_kernel_is_reported_within_seconds_and_replaced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The kernel's process is first looked at 1.5 s into a run; a tenth of that here.
+    monkeypatch.setattr(_runner, "FIRST_CHECK", 0.15)
     code = FakeCodeInterpreter(on_cell=_cells)
     _, sb = _session(code)
     async with sb:

@@ -6,7 +6,8 @@ package. The live tests with deepagents-code itself are in tests/live/deepagents
 
 from __future__ import annotations
 
-import subprocess
+import importlib
+import re
 import sys
 
 import pytest
@@ -31,21 +32,22 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> FakeOpenSandbox:
 
 def test_importing_the_package_never_needs_deepagents_code() -> None:
     # deepagents-code made unimportable: the package, the provider class and its methods load;
-    # only `metadata` (deepagents-code's own class) says what to install.
-    code = (
-        "import sys; sys.modules['deepagents_code'] = None\n"
-        "import deepagents_opensandbox_backend as p\n"
-        "provider = p.OpenSandboxProvider()\n"
-        "try:\n"
-        "    provider.metadata\n"
-        "except ImportError as exc:\n"
-        "    print('ImportError:', exc)\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    assert "deepagents-opensandbox-backend[code]" in done.stdout
+    # only `metadata` (deepagents-code's own class) says what to install. The package is
+    # imported afresh here (its modules, and deepagents-code's, out of `sys.modules` meanwhile;
+    # then put back), with what it imports from elsewhere as loaded.
+    ours = ("deepagents_opensandbox_backend", "deepagents_code")
+    loaded = {name: sys.modules.pop(name) for name in list(sys.modules) if name.startswith(ours)}
+    sys.modules["deepagents_code"] = None  # type: ignore[assignment]
+    try:
+        fresh = importlib.import_module("deepagents_opensandbox_backend")
+        assert fresh.OpenSandboxProvider is not OpenSandboxProvider  # imported again
+        provider = fresh.OpenSandboxProvider()
+        with pytest.raises(ImportError, match=re.escape("deepagents-opensandbox-backend[code]")):
+            provider.metadata  # noqa: B018
+    finally:
+        for name in [name for name in sys.modules if name.startswith(ours)]:
+            del sys.modules[name]
+        sys.modules.update(loaded)
 
 
 def test_the_callers_image_wins_over_the_environments(
