@@ -21,7 +21,8 @@ the output cap. A file the marker says holds bytes but that reads empty is read 
 reported as an error: output is never silently empty. Without the marker (the wrapper itself
 was killed: a timeout, an interrupt, a signal from outside), both files are read for what the
 command printed; where neither exists (capture never started), execd's own raw output is used.
-The files are deleted in the background with execd's raw files, in one request.
+The files are deleted in the background with execd's raw files, in one request shared with
+other operations' files (`ExecdClient.discard_later`).
 
 Known difference: a command that itself exits with a status of 129 to 159 (other than 141, a
 SIGPIPE, and the stop and ignore signals) is reported as killed by that signal (-1), as if it had

@@ -92,7 +92,8 @@ async def collect(
     ctx: Context, run: Collected, cap: int, *, plain_lines: bool
 ) -> tuple[str, str, bool]:
     """A finished command's stdout, stderr and whether the cap cut either; every file the
-    command left is deleted afterwards (one request, in the background)."""
+    command left is deleted afterwards, in the background (`ExecdClient.discard_later`: with
+    the files of other operations, in one request)."""
     leftovers = leftover_files(ctx, run.execution_id, run.capture, run.cleanup)
     try:
         if run.capture is not None:

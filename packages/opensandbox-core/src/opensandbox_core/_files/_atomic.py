@@ -19,7 +19,8 @@ import asyncio
 import contextlib
 import errno
 import posixpath
-from collections.abc import AsyncIterable, Mapping
+from collections.abc import AsyncIterable, Coroutine, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from opensandbox_core import _errors, _validate
@@ -62,12 +63,13 @@ class AtomicWriter:
         if _fallback.literal(target) and isinstance(payload, bytes):
             known = self._fs.known_file(target)
             api = await self._fs.file_api(execd)
+            job = _Job(execd, target, payload, mode, timeout)
             if known is not None or not api.lstat_info:
                 # A file this session knows, or an execd that cannot inspect without a command:
                 # the upload and the command that renames it go together (`_rename`).
-                if await self._write_renamed(execd, target, payload, mode, timeout, known):
+                if await self._write_renamed(job, known):
                     return
-            elif await self._write_inspected(execd, target, payload, mode, timeout):
+            elif await self._write_inspected(job):
                 return
         await self._write_sequential(execd, target, payload, mode, timeout)
 
@@ -96,22 +98,16 @@ class AtomicWriter:
         await self._upload_temp(execd, temp, target, payload, mode, info, timeout)
         await self._place(execd, temp, target, mode, exists=info is not None)
 
-    async def _write_inspected(
-        self,
-        execd: ExecdClient,
-        target: str,
-        payload: bytes,
-        mode: int | None,
-        timeout: float | None,
-    ) -> bool:
+    async def _write_inspected(self, job: _Job) -> bool:
         """A path this session does not know, on an execd that inspects without a command
         (v1.0.19): the inspection runs while the upload does; a missing target then takes
         execd's own move, an existing file the rename command. False (nothing written) for a
         symlink, to be written through."""
+        execd, target, mode = job.execd, job.target, job.mode
         temp = _temp_for(target)
         bits = _FILE_MODE_NEW if mode is None else mode & 0o777
         upload = asyncio.ensure_future(
-            self._upload_temp(execd, temp, target, payload, bits, None, timeout)
+            self._upload_temp(execd, temp, target, job.payload, bits, None, job.timeout)
         )
         try:
             info = await self._fs.lstat(execd, target)
@@ -128,22 +124,14 @@ class AtomicWriter:
             await self._place(execd, temp, target, mode, exists=False)
             self._fs.learn_file(target, _FILE_MODE_NEW if mode is None else mode)
             return True
-        return await self._rename(execd, temp, target, None, None, bits, mode, timeout)
+        return await self._rename(job, temp, None, None, bits)
 
-    async def _write_renamed(
-        self,
-        execd: ExecdClient,
-        target: str,
-        payload: bytes,
-        mode: int | None,
-        timeout: float | None,
-        known: int | None,
-    ) -> bool:
+    async def _write_renamed(self, job: _Job, known: int | None) -> bool:
         """Upload and rename by one command (`_rename`), sent together: the command waits for
         the upload's marker. False (nothing written) for a symlink, to be written through."""
-        temp = _temp_for(target)
-        if mode is not None:
-            bits = mode & 0o777
+        temp = _temp_for(job.target)
+        if job.mode is not None:
+            bits = job.mode & 0o777
         elif known is not None and known >= 0:
             bits = known & 0o777
         else:
@@ -152,25 +140,28 @@ class AtomicWriter:
         # never into the target's directory, whose listing must not show it.
         scratch = await self._fs.scratch_dir()
         marker = _fallback.marker_name(scratch or posixpath.dirname(temp))
+        # The command's way is the longer one (execd starts a shell): it is sent first.
         upload = asyncio.ensure_future(
-            self._upload_temp(execd, temp, target, payload, bits, None, timeout, marker=marker)
+            _second(
+                self._upload_temp(
+                    job.execd, temp, job.target, job.payload, bits, None, job.timeout, marker=marker
+                )
+            )
         )
-        return await self._rename(execd, temp, target, marker, upload, bits, mode, timeout)
+        return await self._rename(job, temp, marker, upload, bits)
 
     async def _rename(
         self,
-        execd: ExecdClient,
+        job: _Job,
         temp: str,
-        target: str,
         marker: str | None,
         upload: asyncio.Future[None] | None,
         bits: int,
-        mode: int | None,
-        timeout: float | None,
     ) -> bool:
         """Run the rename command (while `upload`, when given, is still under way); False for
         a symlink target (temporary files discarded)."""
-        wait = timeout if timeout is not None else _MARKER_WAIT
+        execd, target, mode = job.execd, job.target, job.mode
+        wait = job.timeout if job.timeout is not None else _MARKER_WAIT
         text = _rename.argv_text(
             temp,
             target,
@@ -318,8 +309,29 @@ class AtomicWriter:
                 await execd.remove_files([temp] if isinstance(temp, str) else temp)
 
 
+@dataclass(frozen=True)
+class _Job:
+    """One `write_bytes` call on the fast ways: the content as bytes, the target literal."""
+
+    execd: ExecdClient
+    target: str
+    payload: bytes
+    mode: int | None
+    timeout: float | None
+
+
 class _Retry(Exception):
     """Internal: the overlapped write found a symlink and is redone the sequential way."""
+
+
+async def _second(work: Coroutine[Any, Any, None]) -> None:
+    """`work`, begun one turn of the loop later (after the task created next has sent)."""
+    try:
+        await asyncio.sleep(0)
+    except BaseException:
+        work.close()  # cancelled before it began
+        raise
+    await work
 
 
 async def _both(first: asyncio.Future[Any], second: asyncio.Future[Any]) -> None:

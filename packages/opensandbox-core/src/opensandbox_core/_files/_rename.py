@@ -10,10 +10,11 @@ land, so that it can be sent together with the upload instead of after it:
 - the upload carries the content and then an empty marker file in one request; execd writes the
   pairs of a form one after the other, each to its end, so the marker appears only once the
   temporary file is complete (mode and owner set);
-- the command inspects the target while the upload is under way (one `stat` where the target
-  exists, plus one for its owner when the shell is not its owner), then waits for the marker:
+- the command inspects the target while the upload is under way (at most one `stat`, for the
+  mode to keep and, when the shell is not its owner, the owner), then waits for the marker:
   under bash without forking, by `read -t` on a pseudo-terminal nobody writes to (a sleep without
-  a process), elsewhere (busybox `sh`) with `sleep`;
+  a process: 0.5 ms, then every millisecond, so that the rename follows the upload closely),
+  elsewhere (busybox `sh`) with `sleep`;
 - then it applies the mode (only where the one the upload gave is not the one to keep: setuid,
   setgid and sticky bits, or a mode the caller guessed wrong), prints the mode the file got, and
   replaces itself with `mv -f`, whose rename is atomic.
@@ -42,38 +43,32 @@ TIMED_OUT: Final = 86
 # $1 temp, $2 target, $3 marker ("": the upload has landed), $4 the mode of a new target, $5 the
 # mode asked for ("": keep the target's), $6 the bits the upload gave the temporary file, $7 the
 # seconds to wait for the marker.
-_SCRIPT: Final = f"""LC_ALL=C; export LC_ALL
-t=$1 d=$2 m=$3 want=$5 own=
-if [ -L "$d" ]; then exit {LINK}; fi
-if [ -d "$d" ]; then exit {_DIRECTORY}; fi
+_SCRIPT: Final = f"""export LC_ALL=C
+t=$1 d=$2 m=$3 w=$5 o=
+[ -L "$d" ] && exit {LINK}
+[ -d "$d" ] && exit {_DIRECTORY}
 if [ -e "$d" ]; then
-  [ -f "$d" ] || exit {_SPECIAL}
-  if [ -z "$want" ]; then want=$(stat -L -c %a -- "$d") || exit 1; fi
-  if ! {{ [ -O "$d" ] && [ -G "$d" ]; }}; then own=$(stat -L -c %u:%g -- "$d") || own=; fi
-else
-  want=${{want:-$4}}
-fi
+[ -f "$d" ] || exit {_SPECIAL}
+[ -O "$d" ] && [ -G "$d" ] || o=1
+if [ -z "$w" ]; then s=$(stat -L -c '%a %u:%g' -- "$d") || exit 1; w=${{s%% *}} o=${{o:+${{s#* }}}}
+elif [ -n "$o" ]; then o=$(stat -L -c %u:%g -- "$d") || o=; fi
+else w=${{w:-$4}}; fi
 if [ -n "$m" ] && [ ! -e "$m" ]; then
-  if [ -n "${{BASH_VERSION-}}" ] && [ -c /dev/ptmx ] && [ -w /dev/ptmx ]; then
-    exec 3<>/dev/ptmx
-    w=0.0005
-    while [ ! -e "$m" ]; do
-      [ "$SECONDS" -ge "$7" ] && exit {TIMED_OUT}
-      read -t $w -u 3 _; [ $? -gt 128 ] || sleep 0.002
-      case $w in 0.0005) w=0.001 ;; 0.001) w=0.002 ;; 0.002) w=0.004 ;; esac
-    done
-    exec 3<&-
-  else
-    n=0
-    while [ ! -e "$m" ]; do
-      n=$((n+1)); [ "$n" -ge $(($7*250)) ] && exit {TIMED_OUT}
-      sleep 0.004 2>/dev/null || sleep 1
-    done
-  fi
-fi
-if [ -n "$own" ]; then chown -- "$own" "$t" 2>/dev/null; fi
-if [ "$want" != "$6" ]; then chmod -- "$want" "$t" || exit 1; fi
-echo "$want"
+if [ -n "${{BASH_VERSION-}}" ] && [ -c /dev/ptmx ] && [ -w /dev/ptmx ]; then
+exec 3<>/dev/ptmx; p=0.0005
+while [ ! -e "$m" ]; do
+[ "$SECONDS" -ge "$7" ] && exit {TIMED_OUT}
+read -t $p -u 3 _; [ $? -gt 128 ] || sleep 0.002
+p=0.001
+done; exec 3<&-
+else n=0
+while [ ! -e "$m" ]; do
+n=$((n+1)); [ "$n" -ge $(($7*250)) ] && exit {TIMED_OUT}
+sleep 0.004 2>/dev/null || sleep 1
+done; fi; fi
+[ -n "$o" ] && chown -- "$o" "$t" 2>/dev/null
+[ "$w" = "$6" ] || chmod -- "$w" "$t" || exit 1
+echo "$w"
 exec mv -f -- "$t" "$d"
 """
 

@@ -13,7 +13,7 @@ import contextlib
 import errno
 import io
 import os
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import Any, Final
 
 import httpx
@@ -144,14 +144,9 @@ class Transfers:
         chunk_size: int,
     ) -> AsyncGenerator[bytes, None]:
         """The body of an open download, checked against `max_size`; closed at the end."""
-        total = 0
+        capped = _Capped(target, max_size)
         try:
-            async for chunk in response.aiter_bytes(chunk_size):
-                total += len(chunk)
-                if max_size is not None and total > max_size:
-                    raise OutputLimitError(
-                        f"{target} is over the limit of {max_size} bytes.", limit=max_size
-                    )
+            async for chunk in capped.counted(response.aiter_bytes(chunk_size)):
                 yield chunk
         except (OutputLimitError, GeneratorExit):
             raise
@@ -185,22 +180,17 @@ class Transfers:
             alias = _fallback.alias_path()
             await self._fs.command_or_raise(["ln", "-s", "--", target, alias], target)
             source = alias
-        total = 0
+        capped = _Capped(target, max_size)
         unseekable = False
         try:
-            async for chunk in execd.download(source, chunk_size=chunk_size):
-                total += len(chunk)
-                if max_size is not None and total > max_size:
-                    raise OutputLimitError(
-                        f"{target} is over the limit of {max_size} bytes.", limit=max_size
-                    )
+            async for chunk in capped.counted(execd.download(source, chunk_size=chunk_size)):
                 yield chunk
         except (OutputLimitError, GeneratorExit):
             raise
         except Exception as exc:
             # execd cannot serve what it cannot seek in (a /proc file behind a symlink, such as
             # /etc/mtab): known from its answer, so a regular read costs nothing more.
-            unseekable = total == 0 and _cannot_seek(exc)
+            unseekable = capped.total == 0 and _cannot_seek(exc)
             if not unseekable:
                 await self._life.fail(exc, "read a file", execd=execd, path=target)
         finally:
@@ -411,6 +401,27 @@ class Transfers:
                     raise OSError(code, os.strerror(code), target) from None
             await self._life.fail(exc, "replace text in a file", execd=execd, path=target)
             raise
+
+
+class _Capped:
+    """Counts the bytes of a download as they pass, and stops it with OutputLimitError once
+    they are over `max_size`."""
+
+    def __init__(self, target: str, max_size: int | None) -> None:
+        self.target = target
+        self.max_size = max_size
+        self.total = 0
+
+    async def counted(self, chunks: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
+        """`chunks`, counted (`total`)."""
+        async for chunk in chunks:
+            self.total += len(chunk)
+            if self.max_size is not None and self.total > self.max_size:
+                raise OutputLimitError(
+                    f"{self.target} is over the limit of {self.max_size} bytes.",
+                    limit=self.max_size,
+                )
+            yield chunk
 
 
 class _Special(Exception):

@@ -43,6 +43,11 @@ _UPLOAD_SLICE = 1 << 20
 # How long a stream the caller stopped reading is drained before it is closed: execd holds a
 # stream for 1 s after its last event (EXECD_API_GRACE_SHUTDOWN), plus room for a loaded machine.
 _DRAIN_LIMIT = 4.0
+# Files left by commands (execd's output files, capture files, a write's marker) are deleted in
+# the background, several operations' worth in one request: at most this many paths, and no
+# later than this many seconds after the first of them was left (`aclose` sends the rest).
+_DISCARD_BATCH = 48
+_DISCARD_DELAY = 1.0
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,8 @@ class ExecdClient:
         )
         self._timeout = httpx.Timeout(request_timeout)
         self._cleanups: set[asyncio.Task[None]] = set()
+        self._discards: list[str] = []
+        self._discard_timer: asyncio.TimerHandle | None = None
         self._client = httpx.AsyncClient(
             base_url=endpoint.base_url,
             headers=dict(endpoint.headers),
@@ -90,10 +97,15 @@ class ExecdClient:
         )
 
     async def aclose(self) -> None:
-        if self._cleanups:  # let pending deletions of command output files finish (bounded)
+        if self._cleanups or self._discards:  # send and finish pending deletions (bounded)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(5.0):
-                    await asyncio.gather(*self._cleanups, return_exceptions=True)
+                    while self._cleanups or self._discards:
+                        self.flush_discards()
+                        await asyncio.gather(*self._cleanups, return_exceptions=True)
+        if self._discard_timer is not None:
+            self._discard_timer.cancel()
+            self._discard_timer = None
         await self._client.aclose()
         if self._owns_transport:
             await self._transport.aclose()
@@ -190,18 +202,37 @@ class ExecdClient:
         return bytes(kept[:limit])
 
     def discard_later(self, paths: list[str], *, after: Awaitable[object] | None = None) -> None:
-        """Delete files in the background, off the caller's path (`aclose` waits for it); with
-        `after`, once that has ended (whatever its outcome), in the same one request."""
+        """Delete files in the background, off the caller's path: with the files of the next
+        operations in one request (`flush_discards`: at `_DISCARD_BATCH` paths, after
+        `_DISCARD_DELAY` seconds, or at `aclose`); with `after`, only once that has ended
+        (whatever its outcome)."""
         if after is None:
-            self.later(self.discard_files(paths))
+            self._queue_discards(paths)
             return
 
         async def once_ended() -> None:
             with contextlib.suppress(BaseException):
                 await after
-            await self.discard_files(paths)
+            self._queue_discards(paths)
 
         self.later(once_ended())
+
+    def _queue_discards(self, paths: list[str]) -> None:
+        self._discards.extend(paths)
+        if len(self._discards) >= _DISCARD_BATCH:
+            self.flush_discards()
+        elif self._discard_timer is None:
+            loop = asyncio.get_running_loop()
+            self._discard_timer = loop.call_later(_DISCARD_DELAY, self.flush_discards)
+
+    def flush_discards(self) -> None:
+        """Send the deletions that wait for company now (one background request)."""
+        if self._discard_timer is not None:
+            self._discard_timer.cancel()
+            self._discard_timer = None
+        paths, self._discards = self._discards, []
+        if paths:
+            self.later(self.discard_files(paths))
 
     def later(self, work: Coroutine[Any, Any, None]) -> None:
         """Run a clean-up in the background (`aclose` waits for it); it must not raise."""
