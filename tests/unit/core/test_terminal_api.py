@@ -11,6 +11,7 @@ import re
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -33,7 +34,7 @@ from opensandbox_core._sync import BlockingTerminals
 from opensandbox_core._terminal import _frames, _handle
 from opensandbox_core._terminal._facet import OpeningTerminal, Terminals
 from opensandbox_core._terminal._handle import Terminal
-from opensandbox_core._terminal._link import Target
+from opensandbox_core._terminal._keeper import TerminalRef
 from opensandbox_core._wire._execd import ExecdClient
 from opensandbox_core.adapters import ScopedTerminalTools, TerminalTools
 
@@ -150,17 +151,19 @@ BACKLOG = 4 << 20  # unread output, already there when expect is called
 ARRIVALS = 40  # then this many pieces, each a wake of expect
 
 
+def _unconnected(terminal_id: str) -> TerminalRef:
+    """A terminal that is never connected: only its output buffer is used."""
+    endpoint = SimpleNamespace(base_url="http://127.0.0.1:9", headers={})
+    return TerminalRef(
+        terminal_id, cast(ExecdClient, SimpleNamespace(endpoint=endpoint)), Life(), setup=False
+    )
+
+
 @pytest.mark.parametrize("kind", ["literal", "regex"])
 async def test_expect_costs_what_it_reads_not_the_buffer_each_wake(
     monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
-    term = Terminal(
-        "t-1",
-        Target("ws://127.0.0.1:9/pty/t-1/ws", {}),
-        cast(ExecdClient, None),
-        Life(),
-        setup=False,
-    )
+    term = Terminal(_unconnected("t-1"))
     buffer = CountingBuffer(b"." * BACKLOG)
     term._pending = buffer
     counted: list[CountingPattern] = []
@@ -198,9 +201,7 @@ async def until(check: Any, seconds: float = 10.0) -> None:
 
 
 async def test_a_regex_that_looks_past_its_match_is_matched_as_on_the_whole_output() -> None:
-    term = Terminal(
-        "t-2", Target("ws://127.0.0.1:9/x", {}), cast(ExecdClient, None), Life(), setup=False
-    )
+    term = Terminal(_unconnected("t-2"))
     term._arrived(b"ab1 ab2-")
     found = await term.expect(re.compile(rb"ab\d(?=-)"), timeout=1)  # lookahead past its end
     assert found.group() == b"ab2" and found.string.startswith(b"ab1 ab2")

@@ -25,11 +25,9 @@ from opensandbox_core._errors import (
     TerminalClosedError,
     TerminalTimeoutError,
 )
-from opensandbox_core._wire._execd import ExecdClient
 
 from . import _frames
-from ._keeper import Keeper, TerminalLife
-from ._link import Target
+from ._keeper import Keeper, TerminalRef
 
 __all__ = ["Terminal", "let_go"]
 
@@ -61,30 +59,14 @@ class Terminal:
     is `"\\r"`; output is bytes, with the terminal's `"\\r\\n"` line endings.
     """
 
-    def __init__(
-        self,
-        terminal_id: str,
-        target: Target,
-        execd: ExecdClient,
-        life: TerminalLife,
-        *,
-        setup: bool,
-    ) -> None:
-        self.id = terminal_id
-        self._life = life
+    def __init__(self, ref: TerminalRef) -> None:
+        self.id = ref.terminal_id
+        self._life = ref.life
         self._loop = asyncio.get_running_loop()
         self._pending = bytearray()
         self._changed = asyncio.Event()
         self._state = "open"  # open | detached | closed
-        self._keeper = Keeper(
-            terminal_id,
-            target,
-            execd,
-            life,
-            on_output=self._arrived,
-            on_change=self._changed.set,
-            setup=setup,
-        )
+        self._keeper = Keeper(ref, on_output=self._arrived, on_change=self._changed.set)
 
     def __repr__(self) -> str:
         return (

@@ -24,6 +24,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any, Final, NoReturn, Protocol
 
 import httpx
@@ -72,25 +73,37 @@ def not_found(terminal_id: str, sandbox_id: str | None) -> TerminalNotFoundError
     )
 
 
+@dataclass(frozen=True, slots=True)
+class TerminalRef:
+    """What reaches one terminal: its id, its `/pty` target on the execd client that made it,
+    the sandbox's lifecycle, and whether the core's setup runs in it (`setup`: opened by the
+    core, so its output carries the core's marks)."""
+
+    terminal_id: str
+    execd: ExecdClient
+    life: TerminalLife
+    setup: bool
+
+    @property
+    def target(self) -> Target:
+        return Target.of(self.execd.endpoint, self.terminal_id)
+
+
 class Keeper:
     """One terminal's connection and the end of its process (module docstring)."""
 
     def __init__(
         self,
-        terminal_id: str,
-        target: Target,
-        execd: ExecdClient,
-        life: TerminalLife,
+        ref: TerminalRef,
         *,
         on_output: Callable[[bytes], None],
         on_change: Callable[[], None],
-        setup: bool,
     ) -> None:
-        self.id = terminal_id
-        self.target = target
-        self.execd = execd
-        self.life = life
-        self.filter = OutputFilter(terminal_id, setup=setup)
+        self.id = ref.terminal_id
+        self.target = ref.target
+        self.execd = ref.execd
+        self.life = ref.life
+        self.filter = OutputFilter(ref.terminal_id, setup=ref.setup)
         self.exit_code: int | None = None  # known once `done` (None: ended, code unknown)
         self.done = False  # the process has ended (or `close()` ended it)
         self.problem: OpenSandboxError | None = None

@@ -37,8 +37,8 @@ from opensandbox_core._wire._execd import ExecdClient
 
 from . import _frames, _script
 from ._handle import Terminal
-from ._keeper import TerminalLife, not_found
-from ._link import Refused, Target
+from ._keeper import TerminalLife, TerminalRef, not_found
+from ._link import Refused
 
 __all__ = ["TerminalsLife", "attach_terminal", "open_terminal"]
 
@@ -72,9 +72,7 @@ async def open_terminal(
     directory = ctx.working_dir if cwd is None else resolve(cwd, ctx.working_dir)
     literal = _fallback.cwd_is_literal(directory)
     terminal_id = await _create(life, ctx.execd, directory if literal else None)
-    terminal = Terminal(
-        terminal_id, Target.of(ctx.execd.endpoint, terminal_id), ctx.execd, life, setup=True
-    )
+    terminal = Terminal(TerminalRef(terminal_id, ctx.execd, life, setup=True))
     enter = None if literal else directory
     line = (
         _script.interactive_line(terminal_id, cwd=enter)
@@ -189,7 +187,7 @@ async def attach_terminal(
 ) -> Terminal:
     tid = _validate.terminal_id(terminal_id)
     ctx = await life.context()
-    terminal = Terminal(tid, Target.of(ctx.execd.endpoint, tid), ctx.execd, life, setup=True)
+    terminal = Terminal(TerminalRef(tid, ctx.execd, life, setup=True))
     keeper = terminal._keeper
     try:
         status = await keeper.status()
