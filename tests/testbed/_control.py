@@ -59,13 +59,12 @@ def start(profile: str | None = None) -> int:
 def prepare() -> int:
     """Start Docker and make every image and cache the testbed and the replay need, without
     starting a server: `.ci/run` runs it in the background while lint and the unit tests run.
-    Each cache is made under the cache lock, the ones needed first first (the unit tests'
-    busybox, the replay's Jupyter venv), so a session that asks for one waits at most for the
-    step under way. `stop` stops the Docker daemon it started."""
+    Docker starts first, at the caller's priority (the sandboxes run under it later); the rest
+    runs at the lowest CPU priority, so that the work beside it keeps the cores. Each cache is
+    made under the cache lock, the ones needed first first (the unit tests' busybox, the
+    replay's Jupyter venv), so a session that asks for one waits at most for the step under
+    way. `stop` stops the Docker daemon it started."""
     t0 = time.monotonic()
-    with cache_lock():
-        _busybox.busybox_binary()
-    _jupyter.host_venv()
     with cache_lock():
         STATE_DIR.mkdir(parents=True, exist_ok=True)
         STATE_DIR.chmod(0o700)
@@ -74,6 +73,10 @@ def prepare() -> int:
         if engine["dockerd_started"] or not state.get("dockerd_started"):
             state.update(engine)
         save_state(state)
+    os.nice(19)  # this process and what it starts from now on (debootstrap, pip), not dockerd
+    with cache_lock():
+        _busybox.busybox_binary()
+    _jupyter.host_venv()
     for ensure in (
         _images.ensure_sandbox_image,
         _images.ensure_execd_image,
