@@ -74,8 +74,7 @@ def prepare() -> int:
             state.update(engine)
         save_state(state)
     os.nice(19)  # this process and what it starts from now on (debootstrap, pip), not dockerd
-    with cache_lock():
-        _busybox.busybox_binary()
+    _busybox.busybox_binary()  # each takes the cache lock itself
     _jupyter.host_venv()
     for ensure in (
         _images.ensure_sandbox_image,
