@@ -139,17 +139,20 @@ def test_created_sandbox_expires_after_thirty_idle_minutes(
         assert 1700 < left <= 1810, left
 
 
+@pytest.mark.long
 def test_a_command_longer_than_the_lifetime_keeps_its_sandbox(
     testbed_env: dict[str, str], sandbox_image: str
 ) -> None:
     domain, key = testbed_env["OPEN_SANDBOX_DOMAIN"], testbed_env["OPEN_SANDBOX_API_KEY"]
     backend = OpenSandboxBackend.create(image=sandbox_image, timeout=60)
     try:
-        # A 3-second lifetime from now on (renewals have no lower bound), then an 8-second
-        # command: without renewal while it runs the server deletes the sandbox under it.
-        backend.session.set_lifetime(3)
-        expire_soon(domain, key, backend.id, 3)
-        result = backend.execute("sleep 8; echo survived", timeout=30)
+        # A 6-second lifetime from now on (renewals have no lower bound; one every 2 s), then
+        # a 15-second command: without renewal while it runs the server deletes the sandbox
+        # under it. (3 and 8 s failed once in CI: at load 6 a renewal took longer than the
+        # 2 s of margin that left.)
+        backend.session.set_lifetime(6)
+        expire_soon(domain, key, backend.id, 6)
+        result = backend.execute("sleep 15; echo survived", timeout=40)
         assert (result.output, result.exit_code) == ("survived\n", 0)
         # And idle time still counts: with nothing running, the server deletes it.
         wait_gone(domain, key, backend.id, budget=30)
