@@ -730,7 +730,7 @@ async def generations(ctx: Context) -> dict[str, Any]:
         base = "/workspace/bench-generations.bin"
 
         def command(profile: str, text: str) -> Any:
-            return lambda: sessions[profile].run(text)
+            return lambda: sessions[profile].commands.run(text)
 
         async def transfer(profile: str) -> int:
             session = sessions[profile]
