@@ -115,14 +115,7 @@ def tests(session: nox.Session) -> None:
     # costs each process seconds of import and assertion rewriting.
     workers = ["-n", os.environ.get("OSB_UNIT_WORKERS", "2")]
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    plugins = [
-        "-p",
-        "xdist.plugin",
-        "-p",
-        "pytest_asyncio.plugin",
-        "-p",
-        "_hypothesis_pytestplugin",
-    ]
+    plugins = ["-p", "xdist", "-p", "asyncio", "-p", "hypothesispytest"]  # entry-point names
     session.run(
         "pytest",
         "tests/unit",
@@ -239,7 +232,9 @@ def durable(session: nox.Session) -> None:
     session.install(*nox.project.dependency_groups(PYPROJECT, "durable"))
     profiles, rest = _split_profiles(session.posargs, PROFILES[:1])
     # One file per worker (`loadfile`): a file's tests share its servers (Temporal, Prefect).
-    workers = [*_live_workers(), "--dist", "loadfile"] if _live_workers() else []
+    workers = _live_workers()
+    if workers:
+        workers += ["--dist", "loadfile"]
     _with_testbed(
         session,
         profiles,

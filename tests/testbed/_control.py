@@ -66,12 +66,8 @@ def prepare() -> int:
     way. `stop` stops the Docker daemon it started."""
     t0 = time.monotonic()
     with cache_lock():
-        STATE_DIR.mkdir(parents=True, exist_ok=True)
-        STATE_DIR.chmod(0o700)
         state = load_state()
-        engine = _docker.ensure_engine()
-        if engine["dockerd_started"] or not state.get("dockerd_started"):
-            state.update(engine)
+        _engine_into(state)
         save_state(state)
     os.nice(19)  # this process and what it starts from now on (debootstrap, pip), not dockerd
     _busybox.busybox_binary()  # each takes the cache lock itself
@@ -87,6 +83,17 @@ def prepare() -> int:
             ensure()
     say(f"testbed prepared after {time.monotonic() - t0:.1f}s (no server started)")
     return 0
+
+
+def _engine_into(state: dict[str, Any]) -> None:
+    """Make sure Docker answers (starting our dockerd if none does) and record in `state` who
+    started it: a dockerd an earlier `start` or `prepare` started stays ours, for `stop`."""
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    STATE_DIR.chmod(0o700)
+    engine = _docker.ensure_engine()
+    if not engine["dockerd_started"] and state.get("dockerd_started") and _docker.our_dockerd_pid():
+        return  # still the dockerd the state names
+    state.update(engine)
 
 
 def _start(profile: str | None) -> int:
@@ -108,18 +115,11 @@ def _start(profile: str | None) -> int:
         else:
             say(f"running with execd profile {current}: restarting the server for {wanted}")
         _server.stop_server()
-    STATE_DIR.mkdir(parents=True, exist_ok=True)
-    STATE_DIR.chmod(0o700)
     if _server.server_pid():
         say("a server of a previous start runs but is not healthy: stopping it")
         _server.stop_server()
 
-    engine = _docker.ensure_engine()
-    if not engine["dockerd_started"] and state.get("dockerd_started") and _docker.our_dockerd_pid():
-        engine = {
-            k: state[k] for k in ("dockerd_started", "dockerd_pid", "docker0_existed") if k in state
-        }
-    state.update(engine)
+    _engine_into(state)
     # Sandboxes of an earlier run that was never stopped keep this marker, so reuse it.
     state.setdefault("instance", secrets.token_hex(8))
     save_state(state)

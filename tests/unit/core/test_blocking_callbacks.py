@@ -5,6 +5,7 @@ sees every piece, in order, and what it raises reaches the call. Against the in-
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -13,6 +14,15 @@ from opensandbox_core.testing import FakeCodeInterpreter, FakeOpenSandbox
 from opensandbox_core.testing._code import FakeCell
 
 pytestmark = pytest.mark.filterwarnings("ignore::opensandbox_core.InsecureSandboxWarning")
+
+
+def _recorder(pieces: list[tuple[str, str, str]]) -> Callable[[str, str], None]:
+    """A plain `on_output` that keeps each piece with the name of the thread it ran on."""
+
+    def record(stream: str, text: str) -> None:
+        pieces.append((stream, text, threading.current_thread().name))
+
+    return record
 
 
 def test_a_slow_callback_does_not_hold_up_another_blocking_session() -> None:
@@ -50,9 +60,7 @@ def test_a_slow_callback_does_not_hold_up_another_blocking_session() -> None:
 def test_callbacks_run_in_order_off_the_portal_thread_and_their_errors_reach_the_call() -> None:
     fake = FakeOpenSandbox()
     pieces: list[tuple[str, str, str]] = []
-
-    def record(stream: str, text: str) -> None:
-        pieces.append((stream, text, threading.current_thread().name))
+    record = _recorder(pieces)
 
     with SandboxSession(SandboxSpec(image="img"), connection=fake.connection()) as sb:
         result = sb.commands.run("printf 'one\\ntwo\\nthree\\n'", on_output=record)
@@ -82,11 +90,8 @@ def test_a_blocking_code_run_calls_on_output_off_the_portal_thread() -> None:
     fake = FakeOpenSandbox(code=FakeCodeInterpreter(on_cell=lambda code, kernel: cell))
     pieces: list[tuple[str, str, str]] = []
 
-    def record(stream: str, text: str) -> None:
-        pieces.append((stream, text, threading.current_thread().name))
-
     with SandboxSession(SandboxSpec(image="img"), connection=fake.connection()) as sb:
-        execution = sb.code.run("three outputs", on_output=record)
+        execution = sb.code.run("three outputs", on_output=_recorder(pieces))
     assert execution.stdout == "o1\no2\n"
     # what execd streamed (it loses the last output), each piece on the callback thread
     assert [(s, t) for s, t, _ in pieces] == [("stdout", "o1\n"), ("stderr", "e1\n")]
