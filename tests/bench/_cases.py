@@ -362,7 +362,12 @@ async def memory(ctx: Context) -> dict[str, Any]:
     path = "/workspace/bench-memory/source.bin"
     await ctx.core.files.write_bytes(path, os.urandom(size))
     out: dict[str, Any] = {"size_mib": size // MIB, "variants": {}}
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    # The bench's own tree first, then the caller's path: the child measures the same packages.
+    tests = str(Path(__file__).resolve().parent.parent)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, (tests, os.environ.get("PYTHONPATH")))),
+    }
     try:
         for client, direction in MEMORY_VARIANTS:
             if client == "deepagents" and ctx.deepagents is None:
