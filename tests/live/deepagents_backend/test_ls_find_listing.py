@@ -15,7 +15,12 @@ from deepagents.backends.sandbox import BaseSandbox
 from test_native_tools import HOSTILE_NAMES, LS_PATHS, ROOT, SETUP
 
 from deepagents_opensandbox_backend import OpenSandboxBackend
-from deepagents_opensandbox_backend._listing import LISTING
+from deepagents_opensandbox_backend._listing import (
+    C_LOCALE,
+    FIND_LISTING,
+    list_directory,
+    parse_find_listing,
+)
 from opensandbox_core.adapters import run_blocking
 
 BUSYBOX_LS = """#!/bin/sh
@@ -44,8 +49,12 @@ def test_find_listing_matches_base_sandbox(busybox_ls_backend: OpenSandboxBacken
     backend = busybox_ls_backend
     for path in LS_PATHS:
         assert backend.ls(path) == BaseSandbox.ls(backend, path), path
-    done = run_blocking(backend.session.commands.run(["sh", "-c", LISTING, "ls", ROOT]))
-    assert done.stdout.startswith("find\n")  # the `find` listing answered
+    session = backend.session
+    find = ["sh", "-c", FIND_LISTING, "ls", ROOT]
+    done = run_blocking(session.commands.run(find, env=C_LOCALE, plain_lines=True))
+    by_find = parse_find_listing(ROOT, done.exit_code, done.stdout, done.stderr)
+    assert by_find is not None and by_find.entries  # the `find` listing is what answered
+    assert run_blocking(list_directory(session, ROOT)) == by_find
     listed = backend.ls(f"{ROOT}/dir")
     assert listed.error is None and len(listed.entries or []) > 20
 

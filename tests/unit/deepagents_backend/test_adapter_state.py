@@ -1,8 +1,8 @@
 """Where the Deep Agents adapter keeps what it learns: in the core, never in the adapter.
 
 What a backend learns about its sandbox lives in the core: the line indexes of paged files on the
-backend's session (they die with it). Which `ls` a sandbox has is decided inside each listing
-command, so nothing is learnt. No module of the adapter holds mutable state, so a thread backend
+backend's session (they die with it). Which `ls` a sandbox has is found out by each listing
+(busybox's refuses the options, then `find` lists), so nothing is learnt. No module of the adapter holds mutable state, so a thread backend
 can build a backend per call and lose nothing.
 """
 
@@ -22,10 +22,11 @@ from unit.core._page_files import PageFiles, lines
 import deepagents_opensandbox_backend
 from deepagents_opensandbox_backend import OpenSandboxBackend
 from deepagents_opensandbox_backend._listing import (
-    LISTING,
+    FIND_LISTING,
     DirectoryEntry,
     DirectoryListing,
     list_directory,
+    ls_argv,
 )
 from opensandbox_core import AsyncSandboxSession, CommandResult, Connection, SandboxSpec
 
@@ -63,8 +64,8 @@ def test_no_module_of_the_adapter_holds_mutable_state() -> None:
 
 
 class _BusyboxSession:
-    """A session whose `ls` has no `--quoting-style`, recording the commands run: the listing
-    command answers with the `find` route (two entries)."""
+    """A session whose `ls` has no `--quoting-style` (it refuses the option as busybox's does),
+    recording the commands run: the `find` listing finds two entries."""
 
     def __init__(self) -> None:
         self.runs: list[Sequence[str]] = []
@@ -74,14 +75,17 @@ class _BusyboxSession:
         self, command: Sequence[str], *, env: Mapping[str, str], plain_lines: bool
     ) -> CommandResult:
         self.runs.append(command)
+        if command[0] == "ls":
+            return CommandResult(1, "", "ls: unrecognized option: quoting-style=escape\n")
         every = base64.b64encode(b"./a\0./d\0").decode()
         dirs = base64.b64encode(b"./d\0").decode()
-        return CommandResult(0, f"find\n{every}\n=\n{dirs}\n", "")
+        return CommandResult(0, f"{every}\n=\n{dirs}\n", "")
 
 
-def test_a_listing_is_one_command_and_nothing_is_remembered() -> None:
-    """Which `ls` the sandbox has is decided inside the one listing command (its first line
-    names the route), so a backend built per call loses nothing and asks nothing twice."""
+def test_which_ls_the_sandbox_has_is_not_remembered() -> None:
+    """Each listing finds out which `ls` the sandbox has (GNU's answers the one argv command;
+    busybox's refuses it and the `find` listing follows), so a backend built per call loses
+    nothing."""
     session: Any = _BusyboxSession()
 
     async def listings() -> list[object]:
@@ -89,7 +93,7 @@ def test_a_listing_is_one_command_and_nothing_is_remembered() -> None:
 
     listing = DirectoryListing("/d", (DirectoryEntry("/d/a", False), DirectoryEntry("/d/d", True)))
     assert asyncio.run(listings()) == [listing] * 3
-    assert session.runs == [["sh", "-c", LISTING, "ls", "/d"]] * 3
+    assert session.runs == [ls_argv("/d"), ["sh", "-c", FIND_LISTING, "ls", "/d"]] * 3
 
 
 def _backend(files: PageFiles) -> OpenSandboxBackend:

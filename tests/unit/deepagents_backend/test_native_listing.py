@@ -9,25 +9,28 @@ UTF-8. (The glob walk is the core's: `tests/unit/core/test_file_walk.py`.)
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from deepagents.backends.protocol import LsResult
 
 from deepagents_opensandbox_backend._listing import (
     FIND_LISTING,
-    LISTING,
     DirectoryListing,
+    list_directory,
     ls_argv,
     parse_find_listing,
-    parse_listing,
     parse_ls,
     unescape_name,
 )
 from deepagents_opensandbox_backend._texts import ls_result
+from opensandbox_core import CommandResult
 
 
 def _as_ls(listing: DirectoryListing | None) -> LsResult | None:
@@ -156,12 +159,33 @@ exec /bin/ls "$@"
 """
 
 
+class _LocalCommands:
+    """`session.commands.run` on this machine: each argv command run here (with `PATH`),
+    recorded."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.runs: list[list[str]] = []
+        self.commands = self
+
+    async def run(
+        self, command: Sequence[str], *, env: Mapping[str, str], plain_lines: bool
+    ) -> CommandResult:
+        self.runs.append(list(command))
+        done = subprocess.run(
+            list(command), capture_output=True, env={**env, "PATH": self.path}, check=False
+        )
+        return CommandResult(done.returncode, done.stdout.decode(), done.stderr.decode())
+
+
 @needs_gnu
 @pytest.mark.parametrize("ls", ["gnu", "without-quoting-style"])
-def test_the_listing_command_picks_its_route_itself(tree: Path, tmp_path: Path, ls: str) -> None:
-    """`LISTING` lists with `ls` where it takes `--quoting-style`, else with `find` (an `ls`
-    that refuses the option as busybox's does comes first on PATH); its first line names the
-    route, and either way the entries are `os.scandir`'s."""
+def test_the_listing_takes_the_find_route_where_ls_refuses(
+    tree: Path, tmp_path: Path, ls: str
+) -> None:
+    """`list_directory` runs `ls` as one argv command (no shell) where it takes
+    `--quoting-style`; where `ls` refuses it as busybox's does (such an `ls` comes first on
+    PATH), a second command lists with `find`. Either way the entries are `os.scandir`'s."""
     path = _C["PATH"]
     if ls != "gnu":
         bin_dir = tmp_path / "refusing-bin"
@@ -169,23 +193,18 @@ def test_the_listing_command_picks_its_route_itself(tree: Path, tmp_path: Path, 
         (bin_dir / "ls").write_text(REFUSING_LS)
         (bin_dir / "ls").chmod(0o755)
         path = f"{bin_dir}:{path}"
+    session: Any = _LocalCommands(path)
 
-    def listing(target: str) -> tuple[str, DirectoryListing | None]:
-        done = subprocess.run(
-            ["sh", "-c", LISTING, "ls", target],
-            capture_output=True,
-            env={**_C, "PATH": path},
-            check=False,
-        )
-        out, err = done.stdout.decode(), done.stderr.decode()
-        return out.partition("\n")[0], parse_listing(target, done.returncode, out, err)
+    def listing(target: str) -> DirectoryListing | None:
+        return asyncio.run(list_directory(session, target))
 
-    route, listed = listing(str(tree))
-    assert route == ("ls" if ls == "gnu" else "find")
+    listed = listing(str(tree))
+    find = ["sh", "-c", FIND_LISTING, "ls", str(tree)]
+    assert session.runs == [ls_argv(str(tree))] + ([find] if ls != "gnu" else [])
     expected = [
         {"path": os.path.join(str(tree), e.name), "is_dir": e.is_dir(follow_symlinks=False)}
         for e in os.scandir(str(tree))
     ]
     assert _as_ls(listed) == LsResult(entries=expected)
     missing = str(tmp_path / "none")
-    assert listing(missing)[1] == DirectoryListing(missing, None, "path_not_found")
+    assert listing(missing) == DirectoryListing(missing, None, "path_not_found")

@@ -1,11 +1,13 @@
 """BaseSandbox's `ls` natively: a directory's entries as Python's `os.scandir` gives them
 (directory order, `is_dir` not following symlinks, names decoded as UTF-8 with
-`surrogateescape`), from one argv command on `session.commands`, without python3 in the image.
+`surrogateescape`), from one argv command on `session.commands` (two where `ls` is busybox's),
+without python3 in the image.
 
-`LISTING` runs `ls -f -p --quoting-style=escape -- PATH/` (GNU coreutils: names in C escapes,
-so the output is plain ASCII lines) where the sandbox's `ls` takes those options, else
-`FIND_LISTING` (busybox): two `find -mindepth 1 -maxdepth 1` walks, NUL-separated and
-base64-encoded. Its first line says which one answered, so nothing is remembered between calls.
+`ls -f -p --quoting-style=escape -- PATH/` (GNU coreutils: names in C escapes, so the output is
+plain ASCII lines) runs as an argv command of its own, one process in the sandbox; where the
+sandbox's `ls` refuses those options (busybox), a second command runs `FIND_LISTING`: two
+`find -mindepth 1 -maxdepth 1` walks, NUL-separated and base64-encoded. Nothing is remembered
+between calls (a thread backend builds a backend per call).
 Why this and not the core's `files.list_dir` (sorted, symlinks followed): docs/deepagents.md#ls.
 """
 
@@ -24,14 +26,13 @@ from opensandbox_core import AsyncSandboxSession
 
 __all__ = [
     "FIND_LISTING",
-    "LISTING",
     "DirectoryEntry",
     "DirectoryListing",
     "list_directory",
     "ls_argv",
     "parse_find_listing",
-    "parse_listing",
     "parse_ls",
+    "refused_options",
     "unescape_name",
 ]
 
@@ -58,13 +59,6 @@ FIND_LISTING: Final = (
     "find . -mindepth 1 -maxdepth 1 -type d -print0 | base64"
 )
 """The listing where `ls` has no `--quoting-style` (busybox): every entry, `=`, the directories."""
-
-LISTING: Final = (
-    f"if ls {_LS_OPTIONS} -d / >/dev/null 2>&1; then "
-    f'echo ls; exec ls {_LS_OPTIONS} -- "$1/"; fi; echo find; {FIND_LISTING}'
-)
-"""`sh -c LISTING ls PATH`: `ls` then `ls_argv(PATH)`'s output where `ls` takes its options,
-else `find` then `FIND_LISTING`'s."""
 
 
 @dataclass(frozen=True)
@@ -94,8 +88,13 @@ def _path_error(message: str) -> str | None:
     return None
 
 
+def refused_options(stderr: str) -> bool:
+    """Whether `ls` said it does not take the listing's options (`UNSUPPORTED`: busybox)."""
+    return any(text in stderr for text in UNSUPPORTED)
+
+
 def ls_argv(path: str) -> list[str]:
-    """The `ls` of `LISTING` on its own (GNU coreutils)."""
+    """The listing's `ls` (GNU coreutils), an argv command: no shell."""
     return ["ls", *_LS_OPTIONS.split(), "--", path + "/"]
 
 
@@ -148,7 +147,7 @@ def _failed(path: str, code: str | None) -> DirectoryListing | None:
 def parse_ls(path: str, exit_code: int | None, stdout: str, stderr: str) -> DirectoryListing | None:
     """The listing from `ls_argv(path)`'s outcome; None where it cannot tell."""
     if exit_code != 0:
-        if any(text in stderr for text in UNSUPPORTED):
+        if refused_options(stderr):
             return None
         code = _path_error(stderr.strip())
         if code is not None or stdout:
@@ -193,25 +192,19 @@ def parse_find_listing(
     return DirectoryListing(path, entries)
 
 
-def parse_listing(
-    path: str, exit_code: int | None, stdout: str, stderr: str
-) -> DirectoryListing | None:
-    """The listing from `LISTING`'s outcome (the route its first line names); None where it
-    cannot tell."""
-    route, _, rest = stdout.partition("\n")
-    if route == "ls":
-        return parse_ls(path, exit_code, rest, stderr)
-    if route == "find":
-        return parse_find_listing(path, exit_code, rest, stderr)
-    return None
-
-
 async def list_directory(session: AsyncSandboxSession, path: str) -> DirectoryListing | None:
     """The entries of the directory `path` (absolute; a symlink to a directory is followed),
     or its error; None where the output could not be read exactly (a name escaped in a way
-    not known here, a cut output)."""
-    argv = ["sh", "-c", LISTING, "ls", path]
+    not known here, a cut output). One argv `ls` where it takes the options (no shell: the
+    cost of a bare command), else a second command, the `find` listing."""
+    result = await session.commands.run(ls_argv(path), env=C_LOCALE, plain_lines=True)
+    if result.truncated:
+        return None
+    listing = parse_ls(path, result.exit_code, result.stdout, result.stderr)
+    if listing is not None or not refused_options(result.stderr):
+        return listing
+    argv = ["sh", "-c", FIND_LISTING, "ls", path]
     result = await session.commands.run(argv, env=C_LOCALE, plain_lines=True)
     if result.truncated:
         return None
-    return parse_listing(path, result.exit_code, result.stdout, result.stderr)
+    return parse_find_listing(path, result.exit_code, result.stdout, result.stderr)
