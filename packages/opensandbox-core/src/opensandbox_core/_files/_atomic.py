@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from opensandbox_core import _errors, _validate
-from opensandbox_core._errors import new_path_error
+from opensandbox_core._errors import CommandTimeoutError, new_path_error
 from opensandbox_core._types import WriteData
 from opensandbox_core._wire._execd import ExecdClient, ExecdError
 
-from . import _fallback, _rename
+from . import _fallback, _inline, _rename
 from ._filesystem import FileLink, FileSystem, kind_of, mode_from_digits, octal_digits
 
 __all__ = ["AtomicWriter"]
@@ -36,6 +36,8 @@ __all__ = ["AtomicWriter"]
 _FILE_MODE_NEW: Final = 0o644
 _MARKER_WAIT: Final = 300.0
 """Seconds the rename command waits for an upload without a `timeout` of its own to land."""
+_INLINE_WAIT: Final = 300.0
+"""Seconds a one-command write without a `timeout` of its own may take."""
 
 
 class AtomicWriter:
@@ -58,6 +60,15 @@ class AtomicWriter:
         target = await self._fs.target(path, create=True)
         if target.endswith("/"):
             raise new_path_error(IsADirectoryError, errno.EISDIR, target)
+        if isinstance(payload, bytes):
+            # A small content: one command writes, inspects and renames (`_inline`).
+            temp = _fallback.temp_name(*posixpath.split(target))
+            new_mode = _FILE_MODE_NEW if mode is None else mode
+            text = _inline.argv_text(temp, target, payload, new_mode=new_mode, mode=mode)
+            if text is not None:
+                if not await self._write_inline(execd, target, temp, text, timeout):
+                    await self._write_sequential(execd, target, payload, mode, timeout)
+                return
         # A stream is consumed by its upload: it takes the sequential way, which never uploads
         # twice (the fast ways may find a symlink after the upload and start again).
         if _fallback.literal(target) and isinstance(payload, bytes):
@@ -72,6 +83,39 @@ class AtomicWriter:
             elif await self._write_inspected(job):
                 return
         await self._write_sequential(execd, target, payload, mode, timeout)
+
+    async def _write_inline(
+        self, execd: ExecdClient, target: str, temp: str, text: str, timeout: float | None
+    ) -> bool:
+        """Run `_inline`'s command; False (nothing written) for a symlink, to be written
+        through."""
+        limit = timeout if timeout is not None else _INLINE_WAIT
+        try:
+            result = await self._fs.rename_command(text, timeout=limit, cleanup=None, after=None)
+        except BaseException as exc:
+            self._fs.forget_file(target)
+            execd.discard_later([temp])
+            if isinstance(exc, CommandTimeoutError):
+                raise CommandTimeoutError(
+                    f"Could not write {target!r} in sandbox {self._life.sandbox_id} within "
+                    f"{limit:g} s.",
+                    timeout=limit,
+                    stdout="",
+                    stderr=exc.stderr,
+                    truncated=False,
+                ) from None
+            raise
+        if result.exit_code == 0:
+            self._fs.learn_file(target, _rename.final_mode(result.stdout))
+            return True
+        self._fs.forget_file(target)
+        if result.exit_code == _rename.LINK:
+            return False
+        refused = _rename.refusal(result.exit_code, target)
+        if refused is not None:
+            raise refused
+        execd.discard_later([temp])
+        raise _errors.os_error(_fallback.error_text(result.stderr), target, "could not write the file")
 
     async def _write_sequential(
         self,
