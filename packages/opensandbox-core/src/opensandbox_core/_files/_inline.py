@@ -60,7 +60,9 @@ if [ -e "$d" ]; then
 if [ -z "$w" ]; then s=$(stat -L -c '%a %u:%g' -- "$d") || exit 1; w=${{s%% *}} o=${{o:+${{s#* }}}}
 elif [ -n "$o" ]; then o=$(stat -L -c %u:%g -- "$d") || o=; fi
 else w=${{w:-$3}} p=${{d%/*}}
-[ -z "$p" ] || [ -d "$p" ] || mkdir -p -- "$p" || exit 1
+if [ -n "$p" ] && [ ! -d "$p" ]; then
+if [ -e "$p" ] || [ -L "$p" ]; then echo "$p: Not a directory" >&2; exit 1; fi
+mkdir -p -- "$p" || exit 1; fi
 fi
 m=00$w; m=${{m#"${{m%???}}"}}; a=${{m%??}} b=${{m#?}} c=${{m#??}}; b=${{b%?}}
 umask $((7-a))$((7-b))$((7-c)); set -C
