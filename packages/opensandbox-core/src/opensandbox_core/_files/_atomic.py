@@ -115,7 +115,9 @@ class AtomicWriter:
         if refused is not None:
             raise refused
         execd.discard_later([temp])
-        raise _errors.os_error(_fallback.error_text(result.stderr), target, "could not write the file")
+        raise _errors.os_error(
+            _fallback.error_text(result.stderr), target, "could not write the file"
+        )
 
     async def _write_sequential(
         self,

@@ -19,8 +19,8 @@ the upload and the rename command (`_rename`) do together on the other ways:
   replaces itself with `mv -f`, whose rename is atomic.
 
 A command's text is one argument of `bash -c` in the sandbox: Linux refuses an argument over
-128 KiB (`MAX_ARG_STRLEN`), so the text is kept well under it (`TEXT_LIMIT`); bigger contents take
-the upload. Arguments go through `set --`, each quoted: execd expands nothing in a command's
+128 KiB (`MAX_ARG_STRLEN`); the text is kept well under it (`TEXT_LIMIT`), and a bigger content
+takes the upload. Arguments go through `set --`, each quoted: execd expands nothing in a command's
 text, so `$` and spaces in paths are safe.
 """
 
@@ -33,15 +33,17 @@ from ._rename import _DIRECTORY, _SPECIAL, LINK
 
 __all__ = ["INLINE_LIMIT", "TEXT_LIMIT", "argv_text", "printf_format"]
 
-INLINE_LIMIT: Final = 16 * 1024
-"""The most bytes written in one command; a bigger content takes the upload (measured cut-over:
-docs/performance.md)."""
-TEXT_LIMIT: Final = 100_000
-"""The most characters of the whole command text (one `bash -c` argument; Linux allows 131,071
-bytes), whatever the content's size."""
+TEXT_LIMIT: Final = 40_000
+"""The most characters of the command text, the content's `printf` format included. A command
+costs more with its length (text is about as long as its bytes, random bytes about 2.9 times);
+measured on the testbed, one command beat the upload and rename up to about 40,000 characters
+(a 32 KiB text, a 12 KiB binary), and lost beyond (docs/performance.md). Linux allows 131,071
+bytes for one argument."""
+INLINE_LIMIT: Final = TEXT_LIMIT
+"""The most bytes of content that may be written in one command (its format is never shorter)."""
 
 _PLAIN: Final = frozenset(
-    b"\t\n !\"#$&()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[]^_`abcdefghijklmnopqrstuvwxyz{|}~"
+    b'\t\n !"#$&()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[]^_`abcdefghijklmnopqrstuvwxyz{|}~'
 )
 """Bytes `printf` prints as they are inside a single-quoted format (no `%`, `\\`, `'`)."""
 _PLAIN_BYTES: Final = bytes(sorted(_PLAIN))
@@ -86,14 +88,16 @@ def printf_format(data: bytes) -> str:
     return text
 
 
-def argv_text(temp: str, target: str, data: bytes, *, new_mode: int, mode: int | None) -> str | None:
+def argv_text(
+    temp: str, target: str, data: bytes, *, new_mode: int, mode: int | None
+) -> str | None:
     """The command that writes `data` to `temp` and renames it over `target` (see the module
     docstring), or None when it would be too long (`INLINE_LIMIT`, `TEXT_LIMIT`).
 
     `new_mode`: the whole mode of a target that does not exist; `mode`: the one the caller asked
     for (None: keep an existing target's)."""
     if len(data) > INLINE_LIMIT:
-        return None
+        return None  # too long whatever its bytes
     args = [temp, target, format(new_mode, "o"), "" if mode is None else format(mode, "o")]
     head = "set -- " + " ".join(shlex.quote(arg) for arg in args) + "\n" + _HEAD
     text = head + printf_format(data) + _TAIL
