@@ -1,14 +1,17 @@
-"""The files facet, the atomic write: `write_bytes` uploads to a temporary sibling and renames
-it over the target, so a failed write leaves the old content in place.
+"""The files facet, the atomic write: `write_bytes` writes a temporary sibling and renames it
+over the target, so a failed write leaves the old content in place.
 
-Requests: a file this session knows (it wrote it, or found it to be a regular file) is
-replaced with two, sent together: the upload, which ends with a marker file, and the command
-that waits for the marker and renames (`_rename`: execd's own move refuses an existing target).
-On execd v1.0.18, whose file API cannot inspect a path without a command, every write takes
-that way. On v1.0.19 an unknown path is inspected while it is uploaded: a missing target then
-takes execd's move (two round trips in all), an existing file the rename command. A target that
-turns out to be a symlink is written through it the sequential way (`_write_sequential`), as are
-streams (consumed by their one upload) and paths that execd would rewrite ($). Built on
+Requests: a small content (`_inline`: up to 40,000 characters of command) is written by one
+command, which carries it, inspects the target, writes the temporary sibling and renames it,
+whatever the path and the execd generation. A bigger one is uploaded: a file this session knows
+(it wrote it, or found it to be a regular file) is replaced with two requests, sent together:
+the upload, which ends with a marker file, and the command that waits for the marker and renames
+(`_rename`: execd's own move refuses an existing target). On execd v1.0.18, whose file API
+cannot inspect a path without a command, every upload takes that way. On v1.0.19 an unknown path
+is inspected while it is uploaded: a missing target then takes execd's move (two round trips in
+all), an existing file the rename command. A target that turns out to be a symlink is written
+through it the sequential way (`_write_sequential`), as are streams (consumed by their one
+upload) and big contents for paths that execd would rewrite ($). Built on
 `_filesystem.FileSystem` (paths, inspection, helper commands) and the lifecycle's `FileLink`;
 `_transfers.Transfers` writes through it.
 """
