@@ -97,7 +97,7 @@ class AtomicWriter:
             result = await self._fs.rename_command(text, timeout=limit, cleanup=None, after=None)
         except BaseException as exc:
             self._fs.forget_file(target)
-            execd.discard_later([temp])
+            _discard_literal(execd, temp)
             if isinstance(exc, CommandTimeoutError):
                 raise CommandTimeoutError(
                     f"Could not write {target!r} in sandbox {self._life.sandbox_id} within "
@@ -117,7 +117,7 @@ class AtomicWriter:
         refused = _rename.refusal(result.exit_code, target)
         if refused is not None:
             raise refused
-        execd.discard_later([temp])
+        _discard_literal(execd, temp)  # the script removes it itself where it can
         raise _errors.os_error(
             _fallback.error_text(result.stderr), target, "could not write the file"
         )
@@ -165,7 +165,10 @@ class AtomicWriter:
             _check_replaceable(target, info)
             await upload
         except BaseException as exc:
-            await self._abandon(execd, upload, [temp], cancel=not isinstance(exc, _Retry))
+            # A refusal lets the upload end first: execd stores a request it has begun even
+            # when the client gives up on it, and the temporary file must go after that.
+            finish = isinstance(exc, _Retry | OSError)
+            await self._abandon(execd, upload, [temp], cancel=not finish)
             if isinstance(exc, _Retry):
                 return False
             raise
@@ -390,6 +393,13 @@ async def _both(first: asyncio.Future[Any], second: asyncio.Future[Any]) -> None
         if not task.cancelled() and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]
     await asyncio.gather(first, second)
+
+
+def _discard_literal(execd: ExecdClient, temp: str) -> None:
+    """Delete a temporary file in the background, when execd takes its path as it is (a `$` in
+    it would make execd delete another path, or fail the whole batch)."""
+    if _fallback.literal(temp):
+        execd.discard_later([temp])
 
 
 def _temp_for(target: str) -> str:
