@@ -69,9 +69,9 @@ fi
 m=00$w; m=${{m#"${{m%???}}"}}; a=${{m%??}} b=${{m#?}} c=${{m#??}}; b=${{b%?}}
 umask $((7-a))$((7-b))$((7-c)); set -C
 printf '"""
-_TAIL: Final = f"""' >"$t" || {{ rm -f -- "$t"; exit 1; }}
+_TAIL: Final = """' >"$t" || { rm -f -- "$t"; exit 1; }
 [ -n "$o" ] && chown -- "$o" "$t" 2>/dev/null
-case $w in ????*|*[1357]*) chmod -- "$w" "$t" || {{ rm -f -- "$t"; exit 1; }};; esac
+case $w in ????*|*[1357]*) chmod -- "$w" "$t" || { rm -f -- "$t"; exit 1; };; esac
 echo "$w"
 exec mv -f -- "$t" "$d"
 """
