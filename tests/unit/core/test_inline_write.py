@@ -11,6 +11,7 @@ import os
 import shutil
 import stat
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,38 @@ import pytest
 from opensandbox_core._files import _inline
 from opensandbox_core._files._rename import LINK
 
-SHELLS = [s for s in ("bash", "dash") if shutil.which(s)]
+SHELLS = [s for s in ("bash", "dash") if shutil.which(s)] + ["busybox"]
+"""The shells the script runs under: bash (execd's), dash, and busybox's `sh` with nothing but
+busybox's applets on PATH (an image without bash or coreutils; OSB_BUSYBOX, else skipped)."""
+_APPLETS = ("sh", "printf", "echo", "stat", "mv", "mkdir", "chmod", "chown", "rm")
+
+
+@pytest.fixture(scope="module")
+def busybox_path(tmp_path_factory: pytest.TempPathFactory) -> str | None:
+    binary = os.environ.get("OSB_BUSYBOX") or shutil.which("busybox")
+    if not binary:
+        return None
+    bin_dir = tmp_path_factory.mktemp("busybox-bin")
+    for applet in _APPLETS:
+        (bin_dir / applet).symlink_to(binary)
+    return str(bin_dir)
+
+
+@pytest.fixture
+def run(busybox_path: str | None) -> Callable[[str, str], subprocess.CompletedProcess[bytes]]:
+    def run(shell: str, text: str) -> subprocess.CompletedProcess[bytes]:
+        assert text.isascii()
+        if shell != "busybox":
+            return subprocess.run([shell, "-c", text], capture_output=True, check=False)
+        if busybox_path is None:
+            pytest.skip("no busybox binary here (set OSB_BUSYBOX)")
+        env = {"PATH": busybox_path}
+        return subprocess.run(["sh", "-c", text], capture_output=True, env=env, check=False)
+
+    return run
+
+
+Run = Callable[[str, str], subprocess.CompletedProcess[bytes]]
 
 CONTENTS = [
     b"",
@@ -32,27 +64,22 @@ CONTENTS = [
 ]
 
 
-def _run(shell: str, text: str) -> subprocess.CompletedProcess[bytes]:
-    assert text.isascii()
-    return subprocess.run([shell, "-c", text], capture_output=True, check=False)
-
-
 @pytest.mark.parametrize("shell", SHELLS)
 @pytest.mark.parametrize("content", CONTENTS, ids=range(len(CONTENTS)))
-def test_the_format_prints_the_exact_bytes(shell: str, content: bytes) -> None:
-    done = _run(shell, f"printf '{_inline.printf_format(content)}'")
+def test_the_format_prints_the_exact_bytes(run: Run, shell: str, content: bytes) -> None:
+    done = run(shell, f"printf '{_inline.printf_format(content)}'")
     assert (done.returncode, done.stdout) == (0, content), done.stderr
 
 
 def _write(
-    shell: str, target: Path, content: bytes, *, mode: int | None = None
+    run: Run, shell: str, target: Path, content: bytes, *, mode: int | None = None
 ) -> subprocess.CompletedProcess[bytes]:
     temp = target.parent / f".{target.name}.osb-test.tmp"
     text = _inline.argv_text(
         str(temp), str(target), content, new_mode=0o644 if mode is None else mode, mode=mode
     )
     assert text is not None
-    return _run(shell, text)
+    return run(shell, text)
 
 
 def _names(directory: Path) -> list[str]:
@@ -60,9 +87,9 @@ def _names(directory: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("shell", SHELLS)
-def test_a_new_file_gets_its_parents_and_0644(shell: str, tmp_path: Path) -> None:
+def test_a_new_file_gets_its_parents_and_0644(run: Run, shell: str, tmp_path: Path) -> None:
     target = tmp_path / "a b" / "p$HOME" / "new.bin"
-    done = _write(shell, target, bytes(range(256)))
+    done = _write(run, shell, target, bytes(range(256)))
     assert (done.returncode, done.stdout, done.stderr) == (0, b"644\n", b"")
     assert target.read_bytes() == bytes(range(256))
     assert stat.S_IMODE(target.stat().st_mode) == 0o644
@@ -70,12 +97,14 @@ def test_a_new_file_gets_its_parents_and_0644(shell: str, tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("shell", SHELLS)
-def test_a_replacement_keeps_the_mode_and_is_a_new_inode(shell: str, tmp_path: Path) -> None:
+def test_a_replacement_keeps_the_mode_and_is_a_new_inode(
+    run: Run, shell: str, tmp_path: Path
+) -> None:
     target = tmp_path / "old.txt"
     target.write_bytes(b"old")
     target.chmod(0o751)
     before = target.stat().st_ino
-    done = _write(shell, target, b"new")
+    done = _write(run, shell, target, b"new")
     assert (done.returncode, done.stdout) == (0, b"751\n"), done.stderr
     assert target.read_bytes() == b"new"
     assert stat.S_IMODE(target.stat().st_mode) == 0o751
@@ -85,17 +114,17 @@ def test_a_replacement_keeps_the_mode_and_is_a_new_inode(shell: str, tmp_path: P
 
 @pytest.mark.parametrize("shell", SHELLS)
 @pytest.mark.parametrize("mode", [0o600, 0o755, 0o1640])
-def test_a_mode_asked_for_is_applied(shell: str, tmp_path: Path, mode: int) -> None:
+def test_a_mode_asked_for_is_applied(run: Run, shell: str, tmp_path: Path, mode: int) -> None:
     for target in (tmp_path / "new", tmp_path / "existing"):
         if target.name == "existing":
             target.write_bytes(b"x")
-        done = _write(shell, target, b"data", mode=mode)
+        done = _write(run, shell, target, b"data", mode=mode)
         assert (done.returncode, done.stdout) == (0, f"{mode:o}\n".encode()), done.stderr
         assert stat.S_IMODE(target.stat().st_mode) == mode
 
 
 @pytest.mark.parametrize("shell", SHELLS)
-def test_what_cannot_be_replaced_is_refused_untouched(shell: str, tmp_path: Path) -> None:
+def test_what_cannot_be_replaced_is_refused_untouched(run: Run, shell: str, tmp_path: Path) -> None:
     (tmp_path / "dir").mkdir()
     (tmp_path / "real").write_bytes(b"real")
     (tmp_path / "link").symlink_to("real")
@@ -103,11 +132,11 @@ def test_what_cannot_be_replaced_is_refused_untouched(shell: str, tmp_path: Path
     os.mkfifo(tmp_path / "fifo")
     (tmp_path / "file").write_bytes(b"f")
     statuses = {
-        name: _write(shell, tmp_path / name, b"x").returncode
+        name: _write(run, shell, tmp_path / name, b"x").returncode
         for name in ("dir", "link", "dangling", "fifo")
     }
     assert statuses == {"dir": 84, "link": LINK, "dangling": LINK, "fifo": 85}
-    under_a_file = _write(shell, tmp_path / "file" / "child", b"x")
+    under_a_file = _write(run, shell, tmp_path / "file" / "child", b"x")
     assert under_a_file.returncode == 1
     assert under_a_file.stderr.decode().strip().endswith("Not a directory")
     assert (tmp_path / "real").read_bytes() == b"real"
