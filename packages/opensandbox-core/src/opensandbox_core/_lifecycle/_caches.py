@@ -3,7 +3,8 @@ destroyed sandbox from every one of them.
 
 What is cached is a verdict about one sandbox, learnt with a request or a command: the output
 framing of its execd, its canonical working directory, where execd keeps each command's raw
-output (`_reach`, the probe), what its execd's file API offers (`_files._filesystem`), whether
+output (`_reach`, the probe), whether its execd is reached at the root behind its
+endpoint (`_reach.Route`), what its execd's file API offers (`_files._filesystem`), whether
 its tools are GNU's (`_files._portable`). Each is the same for every session on that sandbox,
 in every event loop and thread, and does not change while the sandbox lives, so it is learnt
 once per process instead of once per session. A key starts with (domain, sandbox id): the
