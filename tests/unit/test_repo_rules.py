@@ -733,6 +733,8 @@ _WORDS = {tokenize.NAME, tokenize.STRING, getattr(tokenize, "FSTRING_MIDDLE", to
 def framework_names(source: str) -> list[tuple[int, str]]:
     """(line, token) of each identifier or string naming a framework; comments and docstrings
     (a string standing alone as a statement) are prose and may name one."""
+    if not FRAMEWORK.search(source):
+        return []  # every token is a part of the source: none can name one (and tokenizing is slow)
     prose = [
         ((node.lineno, node.col_offset), (node.end_lineno or node.lineno, node.end_col_offset or 0))
         for node in ast.walk(ast.parse(source))
