@@ -725,7 +725,7 @@ async def generations(ctx: Context) -> dict[str, Any]:
             sessions[profile] = session
             await session.start()
             framing = session.framing
-            out.setdefault("framing", {})[profile] = framing.value if framing else None
+            out.setdefault("framing", {})[profile] = framing
         payload = text_payload(8 * MIB).encode()
         base = "/workspace/bench-generations.bin"
 

@@ -140,7 +140,7 @@ async def output_cost(ctx: Any) -> dict[str, Any]:
         clients: dict[str, Any] = {}
         try:
             clients = await _clients(ctx.image, profile)
-            out.setdefault("framing", {})[profile] = clients["core"].framing.value
+            out.setdefault("framing", {})[profile] = clients["core"].framing
             for label in SHAPES:
                 reps = ctx.reps(5, 2) if "1,048,576" not in label else ctx.reps(3, 1)
                 result = await _shape(clients, label, reps)

@@ -74,7 +74,7 @@ async def test_exact_output_on_every_generation(
         command, out, err = STDERR_CASE
         result = await sb.commands.run(command)
         assert (result.stdout, result.stderr) == (out, err)
-        assert sb.framing is framing
+        assert sb.framing == framing.value
         # execd's per-command output files do not pile up: they are deleted in the background,
         # many commands' worth in one request (at most ~1 s after the first of them was
         # left). Once that has landed, only the listing command's own two files are there

@@ -25,7 +25,7 @@ async def test_destroy_forgets_every_cached_verdict_about_the_sandbox() -> None:
         await other.files.realpath("g.txt")
         key = (session.connection.resolved_domain(), session.id)
         holding = {c.what for c in _caches._CACHES if any(k[:2] == key for k in c)}
-        assert len(holding) == len(_caches._CACHES) == 5, holding
+        assert len(holding) == len(_caches._CACHES) == 6, holding
         await session.destroy()
         assert not [c.what for c in _caches._CACHES if any(k[:2] == key for k in c)]
         kept = (other.connection.resolved_domain(), other.id)

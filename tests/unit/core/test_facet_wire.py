@@ -203,3 +203,14 @@ async def test_background_handles_reach_the_sandbox_through_the_facets() -> None
         assert fake.sandbox().statuses[process.id]["exit_code"] == 0
     asked = [r.url.path for r in fake.requests if r.url.path.startswith("/command/status/")]
     assert asked and set(asked) == {f"/command/status/{process.id}"}
+
+
+async def test_a_background_wait_invents_no_exit_code() -> None:
+    # execd's status of an ended process may carry no exit code: `wait` says None (it was -1,
+    # which is also a real exit status), as a terminal's `wait` does.
+    fake = FakeOpenSandbox()
+    async with AsyncSandboxSession(SandboxSpec(image="img"), connection=fake.connection()) as sb:
+        process = await sb.commands.start_background("true")
+        assert await asyncio.wait_for(process.wait(timeout=5), 10) == 0
+        fake.sandbox().statuses[process.id]["exit_code"] = None
+        assert await asyncio.wait_for(process.wait(timeout=5), 10) is None

@@ -1,5 +1,7 @@
 """The process-wide per-sandbox caches (`_lifecycle._caches.SandboxCache`) are bounded (least
-recently used out first) and safe to use and `forget` from many threads at once."""
+recently used out first) and safe to use and `forget` from many threads at once; they are the
+core's one bounded map (`_lru.LruCache`), which the page indexes and terminal-tool registry use
+too."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import threading
 
 from opensandbox_core._lifecycle import _caches
 from opensandbox_core._lifecycle._caches import SandboxCache
+from opensandbox_core._lru import LruCache
 
 
 def _cache(what: str, **kwargs: int) -> SandboxCache[tuple[str, str], int]:
@@ -28,6 +31,16 @@ def test_a_cache_keeps_at_most_its_bound_least_recently_used_out_first() -> None
     for i in range(_caches.MAX_ENTRIES + 10):
         default[("d", str(i))] = i
     assert len(default) == _caches.MAX_ENTRIES and ("d", "0") not in default
+
+
+def test_peek_and_in_are_not_a_use_and_pop_takes_an_entry_out() -> None:
+    cache: LruCache[str, int] = LruCache(2)
+    cache["a"], cache["b"] = 1, 2
+    assert cache.peek("a") == 1 and "a" in cache  # neither makes "a" the most recent
+    cache["c"] = 3
+    assert list(cache) == ["b", "c"] and cache.peek("a") is None
+    assert cache.pop("b") == 2 and cache.pop("b", None) is None and list(cache) == ["c"]
+    assert cache != LruCache[str, int](2) and cache == cache  # a cache equals only itself
 
 
 def test_forget_while_other_threads_fill_the_cache() -> None:

@@ -36,7 +36,7 @@ from opensandbox_core._commands._output import WARNED_REBUILT
 from opensandbox_core._lifecycle import _reach
 from opensandbox_core._lifecycle._sandbox import SandboxLifecycle
 from opensandbox_core._wire._execd import ExecdClient, ExecdEndpoint
-from opensandbox_core._wire._framing import EventSplitter, Framing, decode_output
+from opensandbox_core._wire._framing import EventSplitter, decode_output
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "execd-recordings"
 VERSIONS = ["v1.0.19", "v1.0.18"]
@@ -371,7 +371,7 @@ async def test_run_is_byte_exact_from_the_raw_files(
         json.loads(recorded["request"]["body_text"])["command"], on_output=_streamed
     )
     took = time.monotonic() - started
-    assert session.framing is Framing.LEGACY
+    assert session.framing == "legacy"
     assert result.stdout == decode_output(PRINTF[name])
     assert result.stderr == ""
     assert (result.exit_code, result.truncated, result.execution_id) == (0, False, cid)
@@ -567,7 +567,7 @@ async def test_modern_daemon_output_comes_from_events_and_files_are_cleaned(
     started = time.monotonic()
     result = await session.commands.run("printf 'a\\r\\nb'")
     assert time.monotonic() - started < 0.5
-    assert session.framing is Framing.MODERN
+    assert session.framing == "modern"
     assert result.stdout == "a\r\nb"
     assert not [r for r in replay.of("GET", "/files/download") if cid in str(r.url)]
     await session.aclose()

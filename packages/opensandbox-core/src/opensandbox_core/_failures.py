@@ -30,7 +30,9 @@ from typing import Any
 import httpx
 
 __all__ = [
+    "DNS_TEXTS",
     "DOMAIN_FIX",
+    "PLAIN_HTTP_TEXTS",
     "address_of",
     "body_message",
     "body_text",
@@ -58,8 +60,16 @@ DOMAIN_FIX = (
     "Check that the OpenSandbox server is running there, or set OPEN_SANDBOX_DOMAIN (or "
     "domain=) to the host:port it listens on."
 )
-# Texts of an OpenSSL handshake that met a plain-HTTP answer.
-_PLAIN_HTTP = ("wrong_version_number", "wrong version number", "record layer", "packet length")
+PLAIN_HTTP_TEXTS = ("wrong_version_number", "wrong version number", "record layer", "packet length")
+"""Texts of an OpenSSL handshake that met a plain-HTTP answer."""
+DNS_TEXTS = (
+    "name or service not known",
+    "nodename nor servname",
+    "temporary failure in name resolution",
+    "getaddrinfo failed",
+    "no address associated",
+)
+"""Texts of a host name that could not be resolved (getaddrinfo's, on each system)."""
 # getaddrinfo codes that say the name does not exist (as opposed to "try again").
 _NO_SUCH_NAME = {
     getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA") if hasattr(socket, name)
@@ -177,7 +187,7 @@ def _describe_tls(exc: BaseException, ssl_error: ssl.SSLError, at: str | None) -
     there = f" at {at}" if at else ""
     text = " ".join(str(e) for e in chain(exc)).lower()
     reason = scrub(str(getattr(ssl_error, "reason", None) or ssl_error))[:200]
-    if any(marker in text for marker in _PLAIN_HTTP):
+    if any(marker in text for marker in PLAIN_HTTP_TEXTS):
         plain = at.replace("https://", "", 1) if at else "host:port"
         return (
             f"the TLS handshake{there} failed ({reason}): the server probably speaks plain "
@@ -194,16 +204,7 @@ def _describe_tls(exc: BaseException, ssl_error: ssl.SSLError, at: str | None) -
 
 def mentions_dns(exc: BaseException) -> bool:
     text = " ".join(str(e) for e in chain(exc)).lower()
-    return any(
-        marker in text
-        for marker in (
-            "name or service not known",
-            "nodename nor servname",
-            "temporary failure in name resolution",
-            "getaddrinfo failed",
-            "no address associated",
-        )
-    )
+    return any(marker in text for marker in DNS_TEXTS)
 
 
 def parse_error_body(body: bytes, *, limit: int | None = 500) -> tuple[str, str, bool]:

@@ -9,10 +9,10 @@ reads the same state whichever class it is reached from.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal, cast
 
 from ._config import Connection, SandboxSpec
 from ._lifecycle._sandbox import SandboxLifecycle
-from ._wire._framing import Framing
 
 __all__ = ["SessionInfo"]
 
@@ -51,10 +51,12 @@ class SessionInfo:
         return dict(self._env)
 
     @property
-    def framing(self) -> Framing | None:
-        """The execd output framing, once known."""
+    def framing(self) -> Literal["modern", "legacy"] | None:
+        """execd's output framing once the sandbox was reached, else None: `"modern"` (the 1.1
+        generation: events keep their line endings) or `"legacy"` (v1.0.17 to v1.0.19: one event
+        per line; the exact output is read from execd's files). Older daemons are refused."""
         ready = self._life.ready
-        return ready.framing if ready else None
+        return cast('Literal["modern", "legacy"]', ready.framing.value) if ready else None
 
     def __repr__(self) -> str:
         life = self._life

@@ -152,13 +152,14 @@ class BackgroundProcess:
             await life.fail(exc, "read a background process's output", execd=execd)
         return OutputChunk(text=text, cursor=next_cursor, truncated=truncated)
 
-    async def wait(self, timeout: float | None = None, *, poll: float = 0.2) -> int:
-        """Wait until the process exits and return its exit code."""
+    async def wait(self, timeout: float | None = None, *, poll: float = 0.2) -> int | None:
+        """Wait until the process exits and return its exit code (None: it ended, but execd
+        gives no exit code, as a terminal's `wait` says)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             status = await self.status()
             if not status.running:
-                return status.exit_code if status.exit_code is not None else -1
+                return status.exit_code
             if deadline is not None and time.monotonic() >= deadline:
                 raise CommandTimeoutError(
                     f"Background process {self.id} still runs after {timeout:g} s.",

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from opensandbox_core._defaults import ENV_DOMAIN
+from opensandbox_core._failures import DNS_TEXTS, PLAIN_HTTP_TEXTS, chain, find
 
 __all__ = ["describe_transport_error", "error_chain_text"]
 
@@ -22,37 +23,15 @@ DOMAIN_FIX = (
     "where it listens (host:port, or https://host:port)"
 )
 _REFUSED = ("connection refused", "errno 111", "errno 61", "connect call failed")
-_DNS = (
-    "name or service not known",
-    "nodename nor servname",
-    "temporary failure in name resolution",
-    "getaddrinfo failed",
-    "no address associated",
-)
-_PLAIN_HTTP = ("wrong_version_number", "wrong version number", "record layer", "packet length")
 
 
 def error_chain_text(exc: BaseException) -> str:
     """The messages of an exception and its causes, lower-cased (each exception once)."""
-    parts: list[str] = []
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        parts.append(f"{type(current).__name__}: {current}")
-        current = current.__cause__ or current.__context__
-    return " | ".join(parts).lower()
+    return " | ".join(f"{type(e).__name__}: {e}" for e in chain(exc)).lower()
 
 
 def _is_ssl(exc: BaseException) -> bool:
-    current: BaseException | None = exc
-    seen: set[int] = set()
-    while current is not None and id(current) not in seen:
-        if isinstance(current, ssl.SSLError):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return "ssl" in error_chain_text(exc)
+    return find(exc, ssl.SSLError) is not None or "ssl" in error_chain_text(exc)
 
 
 def describe_transport_error(exc: httpx.HTTPError, base: str, timeout: float) -> tuple[str, str]:
@@ -72,7 +51,7 @@ def describe_transport_error(exc: httpx.HTTPError, base: str, timeout: float) ->
             "server's log and restart it; raise --timeout only for a known slow server",
         )
     if _is_ssl(exc):
-        if https and any(marker in text for marker in _PLAIN_HTTP):
+        if https and any(marker in text for marker in PLAIN_HTTP_TEXTS):
             return (
                 f"the TLS handshake with {base} failed: the server answers plain HTTP on that port",
                 f"drop https:// (set --domain / {ENV_DOMAIN} to {host}:{urlsplit(base).port or 443}"
@@ -89,7 +68,7 @@ def describe_transport_error(exc: httpx.HTTPError, base: str, timeout: float) ->
             "check that the server speaks TLS on that port, or use http:// for a plain server",
         )
     if isinstance(exc, httpx.ConnectError):
-        if any(marker in text for marker in _DNS):
+        if any(marker in text for marker in DNS_TEXTS):
             return (f"the host {host!r} of {base} could not be resolved", DOMAIN_FIX)
         if any(marker in text for marker in _REFUSED):
             return (f"connection refused at {base}: nothing listens there", DOMAIN_FIX)

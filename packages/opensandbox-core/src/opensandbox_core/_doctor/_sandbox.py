@@ -63,7 +63,8 @@ async def create_test_sandbox(ctx: DoctorContext) -> SandboxOutcome:
         with contextlib.suppress(OpenSandboxError):
             await session.destroy()
         return SandboxOutcome(None, exc)
-    return SandboxOutcome(session, None, session.framing, result.stdout == EXACT_EXPECTED)
+    framing = Framing(session.framing) if session.framing else None
+    return SandboxOutcome(session, None, framing, result.stdout == EXACT_EXPECTED)
 
 
 def _creation_failure(ctx: DoctorContext, exc: OpenSandboxError) -> Outcome:

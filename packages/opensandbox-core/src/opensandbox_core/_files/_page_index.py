@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 import bisect
 import threading
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Final
+
+from opensandbox_core._lru import LruCache
 
 __all__ = [
     "CACHED_FILES",
@@ -109,38 +110,28 @@ class PageCache:
     docstring)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._indexes: OrderedDict[str, LineIndex] = OrderedDict()
+        self._indexes: LruCache[str, LineIndex] = LruCache(CACHED_FILES)
 
     def get(self, path: str) -> LineIndex | None:
-        with self._lock:
-            index = self._indexes.get(path)
-            if index is not None:
-                self._indexes.move_to_end(path)
-            return index
+        return self._indexes.get(path)
 
     def put(self, path: str, index: LineIndex) -> None:
-        with self._lock:
-            self._indexes[path] = index
-            self._indexes.move_to_end(path)
-            while len(self._indexes) > CACHED_FILES:
-                self._indexes.popitem(last=False)
+        self._indexes[path] = index
 
     def drop(self, path: str) -> None:
-        with self._lock:
-            self._indexes.pop(path, None)
+        self._indexes.pop(path, None)
 
     def trim(self, keep: LineIndex) -> None:
         """Drop the read-ahead windows of the least recently paged files while the windows
         held exceed `WINDOW_BUDGET` (`keep`'s is the last to go)."""
-        with self._lock:
-            held = sum(len(i.window) for i in self._indexes.values())
-            for index in list(self._indexes.values()):
-                if held <= WINDOW_BUDGET:
-                    return
-                if index is not keep and index.window:
-                    held -= len(index.window)
-                    index.keep_window(0, b"")
+        indexes = [i for i in map(self._indexes.peek, self._indexes) if i is not None]
+        held = sum(len(i.window) for i in indexes)
+        for index in indexes:
+            if held <= WINDOW_BUDGET:
+                return
+            if index is not keep and index.window:
+                held -= len(index.window)
+                index.keep_window(0, b"")
 
 
 def reading_ahead(ranged: Fetch, cache: PageCache, index: LineIndex) -> Fetch:

@@ -42,8 +42,11 @@ __all__ = ["Transfers"]
 
 _TRANSFER_CONCURRENCY: Final = 8
 _SLOW_ANSWER: Final = 0.25
-"""Seconds a download of a known regular file may take to begin before the path is inspected
-meanwhile (a path that became a FIFO keeps execd's download waiting for a writer)."""
+"""Seconds a download of a known regular file may take to begin before it is given up and the
+path inspected (a path that became a FIFO keeps execd's download waiting for a writer)."""
+_WHOLE_BODY: Final = 1 << 20
+"""A download whose declared length is at most this is read in one piece by `read_bytes` (no
+chunk loop); a longer one, or one of unknown length, streams into one buffer, counted."""
 _NO_FILE_LENGTH: Final = 1 << 62
 """A declared length this large is no file's: execd's answer for a directory (Go seeks to the
 end of it: 9223372036854775807 on ext4)."""
@@ -63,12 +66,16 @@ class Transfers:
         """The whole content of a file. A directory raises IsADirectoryError. A file that execd
         cannot serve by download (a /proc or /sys entry, a FIFO, a device) is read by a bounded
         command the way `cat` would (see `_read_special`)."""
-        # BytesIO grows one buffer and hands it over without a copy; a list of chunks joined at
-        # the end would briefly hold the file twice.
-        buffer = io.BytesIO()
-        async for chunk in self.iter_bytes(path, max_size=max_size):
-            buffer.write(chunk)
-        return buffer.getvalue()
+        execd = await self._fs.execd()
+        target = await self._fs.target(path)
+        if self._fs.known_file(target) is not None and _fallback.download_safe(target):
+            response = await self._open_known(execd, target, max_size)
+            if response is not None:
+                length = _declared_length(response)
+                if length is not None and length <= _WHOLE_BODY:
+                    return await self._whole(execd, target, response)
+                return await _joined(self._stream(execd, target, response, max_size, CHUNK_SIZE))
+        return await _joined(self._iter_inspected(execd, target, max_size, CHUNK_SIZE))
 
     async def iter_bytes(
         self, path: str, *, max_size: int | None = None, chunk_size: int = CHUNK_SIZE
@@ -86,24 +93,31 @@ class Transfers:
         async for chunk in self._iter_inspected(execd, target, max_size, chunk_size):
             yield chunk
 
+    async def _whole(self, execd: ExecdClient, target: str, response: httpx.Response) -> bytes:
+        """The body of an open download whose declared length is small (and within the caller's
+        `max_size`, checked by `_open_known`), read in one piece; closed at the end."""
+        try:
+            return await response.aread()
+        except Exception as exc:
+            self._fs.forget_file(target)
+            await self._life.fail(exc, "read a file", execd=execd, path=target)
+        finally:
+            await response.aclose()
+
     async def _open_known(
         self, execd: ExecdClient, target: str, max_size: int | None
     ) -> httpx.Response | None:
         """The download of a path known as a regular file, once its answer has begun; None when
-        the answer says the path is something else now (it is then inspected like any path).
-
-        A regular file's answer begins at once. One that does not within `_SLOW_ANSWER` is
-        inspected meanwhile: a path that became a FIFO blocks execd's download until a writer
-        comes, and is read like `cat` instead."""
-        opening = asyncio.ensure_future(execd.open_download(target))
+        the answer says the path is something else now, or when it has not begun within
+        `_SLOW_ANSWER` (the path is then inspected like any path: one that became a FIFO blocks
+        execd's download until a writer comes, and is read like `cat` instead). One request,
+        awaited in the caller's task: no task or wait of its own."""
         try:
-            done, _ = await asyncio.wait([opening], timeout=_SLOW_ANSWER)
-            if not done:
-                info, is_file = await self._readable(execd, target)
-                if not is_file or kind_of(info.get("type")) != "file":
-                    self._fs.forget_file(target)
-                    return None
-            response = await opening
+            async with asyncio.timeout(_SLOW_ANSWER):
+                response = await execd.open_download(target)
+        except TimeoutError:
+            self._fs.forget_file(target)
+            return None
         except ExecdError as exc:
             self._fs.forget_file(target)
             if exc.from_execd and exc.status == 404:
@@ -116,12 +130,6 @@ class Transfers:
             raise
         except Exception as exc:
             await self._life.fail(exc, "read a file", execd=execd, path=target)
-        finally:
-            if not opening.done():
-                opening.cancel()
-                await asyncio.wait([opening])
-            if not opening.cancelled() and opening.exception() is not None:
-                opening.exception()  # retrieved, so asyncio does not log it
         length = _declared_length(response)
         if length is not None and length >= _NO_FILE_LENGTH:
             # What execd declares for a directory on ext4 (Go seeks to its end): inspect it.
@@ -441,6 +449,15 @@ def _declared_length(response: httpx.Response) -> int | None:
     """The answer's Content-Length, or None where it has none (chunked through a proxy)."""
     value = response.headers.get("content-length", "")
     return int(value) if value.isdigit() else None
+
+
+async def _joined(chunks: AsyncIterator[bytes]) -> bytes:
+    """All of `chunks` in one bytes object. BytesIO grows one buffer and hands it over without
+    a copy; a list of chunks joined at the end would briefly hold the file twice."""
+    buffer = io.BytesIO()
+    async for chunk in chunks:
+        buffer.write(chunk)
+    return buffer.getvalue()
 
 
 def _chunks(data: bytes, size: int) -> list[bytes]:

@@ -3,7 +3,8 @@ destroyed sandbox from every one of them.
 
 What is cached is a verdict about one sandbox, learnt with a request or a command: the output
 framing of its execd, its canonical working directory, where execd keeps each command's raw
-output (`_reach`, the probe), what its execd's file API offers (`_files._filesystem`), whether
+output (`_reach`, the probe), whether its execd is reached at the root behind its
+endpoint (`_reach.Route`), what its execd's file API offers (`_files._filesystem`), whether
 its tools are GNU's (`_files._portable`). Each is the same for every session on that sandbox,
 in every event loop and thread, and does not change while the sandbox lives, so it is learnt
 once per process instead of once per session. A key starts with (domain, sandbox id): the
@@ -19,10 +20,9 @@ state (`tests/unit/core/test_import_graph.py` keeps it so).
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from collections.abc import Iterator, MutableMapping
 from typing import Any, Final, TypeVar
+
+from opensandbox_core._lru import LruCache
 
 __all__ = ["MAX_ENTRIES", "SandboxCache", "forget"]
 
@@ -34,65 +34,23 @@ MAX_ENTRIES: Final = 4096
 that meets many sandboxes relearns a verdict with one request, it does not grow)."""
 
 
-class SandboxCache(MutableMapping[_K, _V]):
+class SandboxCache(LruCache[_K, _V]):
     """A process-wide cache of one verdict per sandbox, keyed by a tuple that starts with
     (domain, sandbox id) (see the module docstring); `what` says what it holds. Thread-safe
-    (one lock; iterating walks a snapshot of the keys) and bounded (`MAX_ENTRIES`, least
-    recently used first out)."""
+    and bounded as every `LruCache` is (`MAX_ENTRIES`, least recently used first out)."""
 
     def __init__(self, what: str, *, max_entries: int = MAX_ENTRIES) -> None:
+        super().__init__(max_entries)
         self.what = what
-        self.max_entries = max_entries
-        self._lock = threading.Lock()
-        self._entries: OrderedDict[_K, _V] = OrderedDict()
         _CACHES.append(self)
 
     def __repr__(self) -> str:
         return f"SandboxCache({self.what!r}, {len(self)} entries)"
 
-    def __eq__(self, other: object) -> bool:  # one cache is itself, not any with its entries
-        return self is other
-
-    __hash__ = object.__hash__
-
-    def __getitem__(self, key: _K) -> _V:
-        with self._lock:
-            value = self._entries[key]
-            self._entries.move_to_end(key)
-            return value
-
-    def __setitem__(self, key: _K, value: _V) -> None:
-        with self._lock:
-            self._entries[key] = value
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
-
-    def __delitem__(self, key: _K) -> None:
-        with self._lock:
-            del self._entries[key]
-
-    def __contains__(self, key: object) -> bool:
-        with self._lock:
-            return key in self._entries
-
-    def __iter__(self) -> Iterator[_K]:
-        with self._lock:
-            return iter(list(self._entries))
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._entries)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
     def forget(self, domain: str, sandbox_id: str) -> None:
         """Drop every entry about the sandbox `sandbox_id` of the server at `domain`."""
-        with self._lock:
-            for key in [k for k in self._entries if k[:2] == (domain, sandbox_id)]:
-                del self._entries[key]
+        for key in [k for k in self if k[:2] == (domain, sandbox_id)]:
+            self.pop(key, None)
 
 
 _CACHES: list[SandboxCache[Any, Any]] = []

@@ -1,4 +1,13 @@
-"""Making a sandbox usable: its execd endpoint, readiness, and the probe.
+"""Making a sandbox usable: its execd endpoint and the route to it, readiness, and the probe.
+
+The route. On Docker the server gives every port but 8080 as `host:<execd's host port>/proxy/<port>`,
+execd's own port included: execd's reverse proxy then relays each request to execd itself, two
+hops in the sandbox for every call. When the endpoint's path is exactly `/proxy/44772` (nothing
+before it) and execd answers at the root of the same address (its `/ping`, with the endpoint's
+headers), the session talks to that root directly (`Route`): checked with the readiness wait of a
+new sandbox, or one ping when attaching, and remembered per sandbox. Any other answer keeps the
+endpoint as given; the server-proxy form (`/v1/sandboxes/<id>/proxy/44772`) and ingress forms are
+never rewritten.
 
 The probe learns, once per sandbox, the execd generation (its output framing), the canonical
 working directory and where execd keeps each command's raw output. Those verdicts hold for a
@@ -16,6 +25,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal, NoReturn
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -42,7 +52,15 @@ if TYPE_CHECKING:
     from opensandbox.config import ConnectionConfig
     from opensandbox.services.sandbox import Sandboxes
 
-__all__ = ["Probed", "probe", "raise_if_failed", "resolve_endpoint"]
+__all__ = [
+    "Probed",
+    "Reach",
+    "Route",
+    "direct_endpoint",
+    "probe",
+    "raise_if_failed",
+    "resolve_endpoint",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +76,10 @@ _workdir_cache: SandboxCache[tuple[str, str, str | None], str] = SandboxCache(
 )
 _output_dir_cache: SandboxCache[tuple[str, str], str | None] = SandboxCache(
     "where each sandbox's execd keeps a command's raw output (None: not found)"
+)
+_route_cache: SandboxCache[tuple[str, str, str], bool] = SandboxCache(
+    "whether each sandbox's execd answers at the root of the address its endpoint (the last "
+    "item) proxies through (True: the direct route is used; False for any other form)"
 )
 
 Fail = Callable[[BaseException, ExecdClient], Awaitable[NoReturn]]
@@ -96,10 +118,106 @@ async def resolve_endpoint(
     )
 
 
+def direct_endpoint(endpoint: ExecdEndpoint) -> ExecdEndpoint | None:
+    """execd's own address behind an endpoint that reaches it through its proxy to itself: the
+    root of the same scheme, host and port (headers kept) when the path is exactly
+    `/proxy/44772`; None for any other form."""
+    parts = urlsplit(endpoint.base_url)
+    if parts.path.rstrip("/") != f"/proxy/{EXECD_PORT}" or parts.query or parts.fragment:
+        return None
+    if not parts.scheme or not parts.netloc:
+        return None
+    root = urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+    return ExecdEndpoint(base_url=root, headers=endpoint.headers)
+
+
+class Route:
+    """The address a session uses for one sandbox's execd: the endpoint as the server gives it,
+    or execd's root behind it (`direct_endpoint`) once execd answered there (module docstring).
+    What was learnt is remembered per sandbox (`_route_cache`)."""
+
+    def __init__(self, given: ExecdEndpoint, *, domain: str, sandbox_id: str) -> None:
+        self.given = given
+        self.direct = direct_endpoint(given)
+        self._key = (domain, sandbox_id, given.base_url)
+        known = _route_cache.get(self._key)
+        if self.direct is None and known is None:
+            known = _route_cache[self._key] = False
+        self.settled = known is not None
+        self.endpoint = self.direct if self.direct is not None and known is not False else given
+        if known is not None:
+            self._log()
+
+    @property
+    def trying_direct(self) -> bool:
+        """Whether the direct address is in use but not yet confirmed."""
+        return not self.settled and self.endpoint is self.direct
+
+    def answered(self, status: int | None) -> bool:
+        """Learn from the status of a `GET /ping` at the address in use (None: no answer);
+        True when the route changed to the endpoint as given (execd is not at the root)."""
+        if not self.trying_direct or status is None:
+            return False
+        self.settled = True
+        _route_cache[self._key] = status == 200
+        if status != 200:
+            self.endpoint = self.given
+        self._log()
+        return status != 200
+
+    def _log(self) -> None:
+        if self.endpoint is self.direct:
+            logger.debug(
+                "Sandbox %s: execd is reached directly at %s (its endpoint %s goes through "
+                "execd's own proxy)",
+                self._key[1],
+                self.endpoint.base_url,
+                self.given.base_url,
+            )
+        else:
+            logger.debug(
+                "Sandbox %s: execd is reached at its endpoint as given, %s",
+                self._key[1],
+                self.endpoint.base_url,
+            )
+
+
+class Reach:
+    """The execd client of a sandbox being started, on the `Route` it learns as it goes: a
+    refusal at the direct address (any answer but 200 to `/ping`) closes that client and opens
+    one on the endpoint as given."""
+
+    def __init__(self, route: Route, client_for: Callable[[ExecdEndpoint], ExecdClient]) -> None:
+        self.route = route
+        self._client_for = client_for
+        self.execd = client_for(route.endpoint)
+
+    async def ping(self, timeout: float) -> bool:
+        """Whether execd answers `/ping` at the address in use; a direct address that answers
+        anything else is given up for the endpoint as given, which is then asked."""
+        status = await self.execd.ping_status(timeout)
+        if self.route.answered(status):
+            old, self.execd = self.execd, self._client_for(self.route.endpoint)
+            await old.aclose()
+            status = await self.execd.ping_status(timeout)
+        return status == 200
+
+    async def settle(self) -> None:
+        """Confirm or refuse the direct address of an existing sandbox (one ping), unless this
+        sandbox's route is known already; without any answer the endpoint as given is used
+        (and nothing is remembered)."""
+        if not self.route.trying_direct:
+            return
+        if not await self.ping(timeout=2.0) and self.route.trying_direct:
+            self.route.endpoint = self.route.given
+            old, self.execd = self.execd, self._client_for(self.route.endpoint)
+            await old.aclose()
+
+
 async def wait_ready(
     sandboxes: Sandboxes,
     config: ConnectionConfig,
-    execd: ExecdClient,
+    reach: Reach,
     sandbox_id: str,
     budget: float,
 ) -> None:
@@ -107,7 +225,7 @@ async def wait_ready(
     reports the sandbox failed (a missing entrypoint, an image that cannot start)."""
     deadline = time.monotonic() + budget
     next_look = time.monotonic() + _STATUS_POLL
-    while not await execd.ping(timeout=min(2.0, budget)):
+    while not await reach.ping(timeout=min(2.0, budget)):
         if time.monotonic() >= next_look:
             next_look = time.monotonic() + _STATUS_POLL
             await raise_if_failed(sandboxes, config, sandbox_id)

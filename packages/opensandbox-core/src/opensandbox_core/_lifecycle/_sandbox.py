@@ -267,8 +267,9 @@ class SandboxLifecycle:
             created = True
         sandbox_id = self.sandbox_id
         budget = self.spec.ready_timeout if self.spec else READY_TIMEOUT
-        endpoint = await self._resolve_endpoint(clients, sandbox_id, wait=created, budget=budget)
-        execd = self._new_execd(clients, endpoint)
+        given = await self._resolve_endpoint(clients, sandbox_id, wait=created, budget=budget)
+        route = _reach.Route(given, domain=self.domain, sandbox_id=sandbox_id)
+        reach = _reach.Reach(route, lambda endpoint: self._new_execd(clients, endpoint))
 
         async def fail(exc: BaseException, execd: ExecdClient) -> NoReturn:
             await self.fail(exc, "start using the sandbox", execd=execd)
@@ -276,22 +277,24 @@ class SandboxLifecycle:
         try:
             if created:
                 await _reach.wait_ready(
-                    clients.sandboxes, clients.sdk_config, execd, sandbox_id, budget
+                    clients.sandboxes, clients.sdk_config, reach, sandbox_id, budget
                 )
+            else:
+                await reach.settle()
             probed = await _reach.probe(
-                execd,
+                reach.execd,
                 sandbox_id,
                 domain=self.domain,
                 working_dir=self.working_dir_config,
                 fail=fail,
             )
         except BaseException:
-            await execd.aclose()
+            await reach.execd.aclose()
             raise
-        clients.execd = execd
+        clients.execd = reach.execd
         self.output_dir = probed.output_dir
         self.ready = Ready(
-            endpoint=endpoint, framing=probed.framing, working_dir=probed.working_dir
+            endpoint=route.endpoint, framing=probed.framing, working_dir=probed.working_dir
         )
         self.renewal.last = time.monotonic()
 

@@ -19,10 +19,10 @@ adapters call from theirs, the async ones from their loops).
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from typing import Final
 
 from opensandbox_core import _validate
+from opensandbox_core._lru import LruCache
 from opensandbox_core._session import AsyncSandboxSession
 
 from ._toolkit import TerminalTools
@@ -40,8 +40,8 @@ class ScopedTerminalTools:
     def __init__(self, max_output: int, *, cap: int = DEFAULT_CAP) -> None:
         self._max_output = _validate.positive_int(max_output, "max_output")
         self._cap = _validate.positive_int(cap, "cap")
-        self._lock = threading.Lock()
-        self._tools: OrderedDict[str, TerminalTools] = OrderedDict()
+        self._lock = threading.Lock()  # `of` (take, rebind, put back) is one step
+        self._tools: LruCache[str, TerminalTools] = LruCache(self._cap)
 
     def __repr__(self) -> str:
         return f"ScopedTerminalTools(scopes={len(self._tools)}, cap={self._cap})"
@@ -61,9 +61,7 @@ class ScopedTerminalTools:
                     tools = None
             if tools is None:
                 tools = TerminalTools(session, max_output=self._max_output)
-            self._tools[scope] = tools  # the most recently used last
-            while len(self._tools) > self._cap:
-                self._tools.popitem(last=False)
+            self._tools[scope] = tools  # the most recently used; past `cap` the least goes
             return tools
 
     async def let_go(
@@ -72,8 +70,7 @@ class ScopedTerminalTools:
         """Detach (or close) the scope's terminals, if it has tools (on `session`, when given);
         no I/O when it opened none. Its tools are forgotten with `close=True`, or when none
         of its terminals is left open."""
-        with self._lock:
-            tools = self._tools.get(scope)
+        tools = self._tools.peek(scope)
         if tools is None or (session is not None and tools.session is not session):
             return
         try:
@@ -81,5 +78,5 @@ class ScopedTerminalTools:
         finally:
             if close or not tools.terminals:
                 with self._lock:
-                    if self._tools.get(scope) is tools:
+                    if self._tools.peek(scope) is tools:
                         del self._tools[scope]

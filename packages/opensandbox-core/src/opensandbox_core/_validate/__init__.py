@@ -21,7 +21,8 @@ Single values (`_values`; its `__all__` is this package's and `opensandbox_core.
   `non_empty_string`, `byte_data`, `request_timeout`, `domain`.
 
 Also there, for the core only (imported `as` themselves below, not in `__all__`): `flag`,
-`choice`, `instance`, `sequence_of`, `int_at_least`.
+`choice`, `instance`, `sequence_of`, `int_at_least`; and `unicode` (no lone surrogate), which the
+other modules here use for every text that goes out as UTF-8.
 
 The core's own calls (`_calls`, core only): `volume`, `egress_rule`, `network_policy`,
 `create_options` (a `SandboxSpec`'s create options), `spec_table` (an adapter's keyword table),

@@ -12,7 +12,16 @@ from typing import Any
 
 from opensandbox_core._errors import ConfigurationError
 
-from ._values import ArgumentTypeError, choice, flag, instance, int_between, seconds, sequence_of
+from ._values import (
+    ArgumentTypeError,
+    choice,
+    flag,
+    instance,
+    int_between,
+    seconds,
+    sequence_of,
+    unicode,
+)
 
 __all__ = [
     "create_options",
@@ -329,12 +338,7 @@ def terminal_id(value: object) -> str:
 def terminal_input(data: object) -> bytes:
     """Keystrokes: bytes as they are, a str as UTF-8."""
     if isinstance(data, str):
-        try:
-            return data.encode()
-        except UnicodeEncodeError:
-            raise ConfigurationError(
-                "data is not valid Unicode (it contains a lone surrogate); pass bytes."
-            ) from None
+        return unicode(data, "data", "; pass bytes").encode()
     if isinstance(data, bytes | bytearray | memoryview):
         return bytes(data)
     raise ArgumentTypeError(f"data must be str or bytes, got {type(data).__name__}.")

@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from opensandbox_core._errors import ConfigurationError
 
-from ._values import ArgumentTypeError, path
+from ._values import ArgumentTypeError, path, unicode
 
 __all__ = ["code_context", "code_cwd", "code_language", "code_text"]
 
@@ -20,13 +20,7 @@ def code_text(value: object) -> str:
     """The code of a run: a string (empty runs nothing), valid Unicode."""
     if not isinstance(value, str):
         raise ArgumentTypeError(f"code must be a string, got {type(value).__name__}.")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ConfigurationError(
-            "code is not valid Unicode (it contains a lone surrogate)."
-        ) from None
-    return value
+    return unicode(value, "code")
 
 
 def code_language(value: object, name: str = "language") -> str:

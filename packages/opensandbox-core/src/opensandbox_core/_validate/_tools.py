@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from opensandbox_core._errors import ConfigurationError
 
-from ._values import ArgumentTypeError, instance
+from ._values import ArgumentTypeError, instance, unicode
 
 __all__ = [
     "keys_text",
@@ -53,21 +53,11 @@ def tool_arguments(arguments: object, schema: Mapping[str, Any], tool: str) -> d
     return {name: value for name, value in arguments.items() if value is not None}
 
 
-def _utf8(value: str, name: str) -> str:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ConfigurationError(
-            f"{name} holds a lone surrogate (half of a UTF-16 pair), which cannot be typed."
-        ) from None
-    return value
-
-
 def tool_text(value: object, name: str) -> str:
     """A non-empty string (`terminal_id`, `command`)."""
     if not isinstance(value, str) or not value or "\0" in value:
         raise ArgumentTypeError(f"{name} must be a non-empty string without NUL bytes.")
-    return _utf8(value, name)
+    return unicode(value, name, ", which cannot be typed")
 
 
 def keys_text(value: object) -> str:
@@ -76,7 +66,7 @@ def keys_text(value: object) -> str:
         raise ArgumentTypeError(
             f"keys must be a string such as 'ls<Enter>', got {type(value).__name__}."
         )
-    return _utf8(value, "keys")
+    return unicode(value, "keys", ", which cannot be typed")
 
 
 def wait_pattern(value: object) -> bytes | None:
@@ -85,7 +75,7 @@ def wait_pattern(value: object) -> bytes | None:
         return None
     if not isinstance(value, str) or not value:
         raise ArgumentTypeError("wait_for must be a non-empty string, such as '>>> ', or left out.")
-    return _utf8(value, "wait_for").encode("utf-8")
+    return unicode(value, "wait_for", ", which cannot be typed").encode("utf-8")
 
 
 def tool_wait(value: object, longest: float) -> float:

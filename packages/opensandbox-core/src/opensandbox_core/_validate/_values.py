@@ -228,13 +228,7 @@ def path(value: object) -> str:
         raise ConfigurationError("path must not be empty.")
     if "\0" in value:
         raise ConfigurationError(f"path {value!r} contains a NUL character.")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ConfigurationError(
-            f"path {value!r} is not valid Unicode (it contains a lone surrogate)."
-        ) from None
-    return value
+    return unicode(value, f"path {value!r}")
 
 
 def mode(value: object) -> int | None:
@@ -375,6 +369,17 @@ def domain(value: object) -> str | None:
 
 
 # -- generic -------------------------------------------------------------------------------------
+
+
+def unicode(value: str, name: str, hint: str = "") -> str:
+    """A string that encodes as UTF-8: no lone surrogate (half of a UTF-16 pair)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigurationError(
+            f"{name} is not valid Unicode (it contains a lone surrogate){hint}."
+        ) from None
+    return value
 
 
 def flag(value: object, name: str) -> bool:

@@ -112,11 +112,15 @@ class ExecdClient:
 
     # -- basics ---------------------------------------------------------------------------
     async def ping(self, timeout: float = 2.0) -> bool:
+        return await self.ping_status(timeout) == 200
+
+    async def ping_status(self, timeout: float = 2.0) -> int | None:
+        """The status of `GET /ping` (200: execd answers), or None when nothing answered."""
         try:
             response = await self._client.get("/ping", timeout=timeout)
         except httpx.HTTPError:
-            return False
-        return response.status_code == 200
+            return None
+        return response.status_code
 
     # -- commands -------------------------------------------------------------------------
     async def run_events(
