@@ -136,8 +136,11 @@ def _install_for_unit(session: nox.Session) -> None:
     """`_install_all`, skipped when the venv holds what it installed last time (the same
     requirements and package metadata: the packages are editable, so their code is current);
     in a new venv, the modules every worker imports compiled once, not by each worker at once."""
-    location = Path(session.virtualenv.location)
-    marker = location / ".osb-unit-installed"
+    location = getattr(session.virtualenv, "location", None)
+    if not location:  # no venv of nox's own (`--no-venv`): nowhere to keep the marker
+        _install_all(session)
+        return
+    marker = Path(location) / ".osb-unit-installed"
     metadata = [(ROOT / path / "pyproject.toml").read_text() for path in PACKAGES[1::2]]
     wanted = hashlib.sha256(repr([PACKAGES, TEST_DEPS, metadata]).encode()).hexdigest()
     if marker.is_file() and marker.read_text() == wanted:
