@@ -111,13 +111,14 @@ def tests(session: nox.Session) -> None:
     _install_for_unit(session)
     ignored = [f"--ignore={path}" for path in SLOW_UNIT]
     env = {"OSB_BUSYBOX": path} if (path := _busybox(session)) else {}
-    # Three workers (pytest-xdist) on two cores: the tier waits for about as long as it computes
-    # (fake servers, real bash and busybox processes, timeouts), and a third worker computes
-    # while another waits. `worksteal`: a worker that runs out takes half of another's queue,
-    # and tests/unit/conftest.py starts the longest tests first, so the workers end together.
+    # Two workers (pytest-xdist), one a core. `worksteal`: a worker that runs out takes half of
+    # the other's queue, and tests/unit/conftest.py starts the longest tests first, so the two
+    # end together. (A third worker costs one more collection, ~5 s of CPU: on a busy machine it
+    # made the tier 20-40% slower; OSB_UNIT_WORKERS=3 to try it on an idle one, where the
+    # tier's waits, about as long as its computing, might let it pay.)
     # Only the plugins the unit tests use are loaded: every installed package's pytest plugin
     # (langsmith's, ...) costs each process seconds of import and assertion rewriting.
-    workers = ["-n", os.environ.get("OSB_UNIT_WORKERS", "3"), "--dist", "worksteal"]
+    workers = ["-n", os.environ.get("OSB_UNIT_WORKERS", "2"), "--dist", "worksteal"]
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     plugins = ["-p", "xdist", "-p", "asyncio", "-p", "hypothesispytest"]  # entry-point names
     session.run(
