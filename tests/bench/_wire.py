@@ -11,7 +11,9 @@ environment; a real execd image is one generation whatever it says), interleaved
 
 The raw side is a kept-alive httpx client on the sandbox's execd endpoint (URL and headers from
 the session's public `get_endpoint(44772)`), one request, no checks; the core side writes the
-same path each round (a replacement, after the first), and reads a file it wrote.
+same path each round (a replacement, after the first), and reads a file it wrote. The contents
+are random bytes: the worst case for the core's one-command small write (`_files._inline`), whose
+command spends four characters on a byte that is not printable ASCII.
 """
 
 from __future__ import annotations

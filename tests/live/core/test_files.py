@@ -268,10 +268,10 @@ async def test_v1_0_18_file_api_gives_the_same_results(sandbox_image: str) -> No
         await sb.commands.run(
             ["sh", "-c", "cd /tmp/v18 && ln -s a.txt link && ln -s nowhere dangling && mkdir d"]
         )
-        assert sb.id is not None
+        assert await sb.files.read_bytes("/tmp/v18/link") == b"aa"
+        assert sb.id is not None  # the read inspected the link: the file API is known
         api = _file_api_cache[(sb.connection.resolved_domain(), sb.id)]
         assert not api.lstat_info and not api.has_list, "the sandbox runs a v1.0.19 file API"
-        assert await sb.files.read_bytes("/tmp/v18/link") == b"aa"
         entries = {
             e.name: (e.kind, e.is_dir, e.is_file) for e in await sb.files.list_dir("/tmp/v18")
         }

@@ -65,7 +65,8 @@ def armed(fake: FakeOpenSandbox) -> Armed:
 async def sb(fake: FakeOpenSandbox, armed: Armed) -> AsyncIterator[AsyncSandboxSession]:
     connection = Connection(domain=fake.domain, api_key=fake.api_key, transport=armed.transport)
     async with AsyncSandboxSession(SandboxSpec(image="img"), connection=connection) as session:
-        await session.files.write_bytes(FILE, b"hi")  # started, and the file API learnt
+        await session.files.write_bytes(FILE, b"hi")  # started
+        await session.files.exists("/workspace")  # the file API learnt
         yield session
 
 
@@ -131,7 +132,7 @@ async def test_a_write_refused_for_its_temporary_file_names_the_callers_path(
         {"code": "RUNTIME_ERROR", "message": "open /workspace/.a.txt.osb-1: permission denied"},
     )
     with pytest.raises(PermissionError) as caught:
-        await sb.files.write_bytes(FILE, b"new")
+        await sb.files.write_bytes(FILE, b"new" * 20_000)  # uploaded (over `_inline`'s size)
     assert caught.value.filename == FILE
 
 

@@ -8,9 +8,11 @@ the last tests). The counts are the minimum each promise needs:
 - a read of a file the session knows as a regular file (it wrote it, or inspected it once): one
   download; an unknown path is inspected first (a download of a FIFO would take the data its
   writer sends), on v1.0.18 by a command;
-- an atomic write over a file the session knows: one upload (the content, then a marker file)
+- an atomic write of a small content (up to `_inline.INLINE_LIMIT` bytes), new file or not,
+  known or not, on every generation: one command, which carries the content (`_files._inline`);
+- a bigger content over a file the session knows: one upload (the content, then a marker file)
   and one rename command sent together;
-- a new file on v1.0.19: the upload and the inspection at once, then execd's own move; on
+- a bigger new file on v1.0.19: the upload and the inspection at once, then execd's own move; on
   v1.0.18 (whose file API cannot inspect a path without a command) the same two requests as a
   replacement.
 
@@ -26,10 +28,13 @@ from collections.abc import AsyncIterator, Awaitable
 import pytest
 
 from opensandbox_core import AsyncSandboxSession, SandboxSpec
+from opensandbox_core._files import _inline
 from opensandbox_core._wire import _execd
 from opensandbox_core.testing import FakeOpenSandbox
 
 GENERATIONS = ("1.0.19", "1.0.18")
+BIG = bytes(range(256)) * (_inline.INLINE_LIMIT // 256) + b"!"
+"""Just over the size written in one command."""
 
 
 @pytest.fixture(params=GENERATIONS)
@@ -98,23 +103,42 @@ async def test_an_unknown_file_is_inspected_once_then_read_with_one_download(
     assert await counted.requests(sb.files.read_bytes("/workspace/made.txt")) == {"download": 1}
 
 
+async def test_a_small_write_is_one_command(counted: Counted) -> None:
+    """New or not, known or not: the content goes inside one command, exact bytes included."""
+    sb = counted.session
+    box = counted.fake.sandbox()
+    content = bytes(range(256)) + b"%s\\'-"
+    sent = await counted.requests(sb.files.write_bytes("/workspace/new/deep/n.bin", content))
+    assert sent == {"command": 1}
+    assert box.read("/workspace/new/deep/n.bin") == content
+    assert box.files["/workspace/new/deep/n.bin"].mode == 0o644
+    sent = await counted.requests(sb.files.write_bytes("/workspace/new/deep/n.bin", b"v2"))
+    assert sent == {"command": 1}
+    box.write("/workspace/old.txt", b"old", 0o600)  # made by someone else: unknown
+    sent = await counted.requests(sb.files.write_bytes("/workspace/old.txt", b"new"))
+    assert sent == {"command": 1}
+    assert (box.read("/workspace/old.txt"), box.files["/workspace/old.txt"].mode) == (b"new", 0o600)
+    # The command's answer (the mode) makes the file known: the next read is one download.
+    assert await counted.requests(sb.files.read_bytes("/workspace/old.txt")) == {"download": 1}
+
+
 async def test_a_known_file_is_replaced_with_one_upload_and_one_rename(counted: Counted) -> None:
     sb = counted.session
     await counted.requests(sb.files.write_bytes("/workspace/r.txt", b"v1"))
-    sent = await counted.requests(sb.files.write_bytes("/workspace/r.txt", b"v2"))
+    sent = await counted.requests(sb.files.write_bytes("/workspace/r.txt", BIG))
     assert sent == {"upload": 1, "command": 1}
-    assert counted.fake.sandbox().read("/workspace/r.txt") == b"v2"
+    assert counted.fake.sandbox().read("/workspace/r.txt") == BIG
 
 
 async def test_a_new_file(counted: Counted) -> None:
     sb = counted.session
-    sent = await counted.requests(sb.files.write_bytes("/workspace/new/deep/n.txt", b"new"))
+    sent = await counted.requests(sb.files.write_bytes("/workspace/new/deep/n.txt", BIG))
     if counted.generation == "1.0.19":
         assert sent == {"upload": 1, "info": 1, "move": 1}  # the info while uploading
     else:
         assert sent == {"upload": 1, "command": 1}
     box = counted.fake.sandbox()
-    assert box.read("/workspace/new/deep/n.txt") == b"new"
+    assert box.read("/workspace/new/deep/n.txt") == BIG
     assert box.files["/workspace/new/deep/n.txt"].mode == 0o644
 
 
@@ -122,17 +146,17 @@ async def test_the_first_replacement_of_an_unknown_file(counted: Counted) -> Non
     sb = counted.session
     box = counted.fake.sandbox()
     box.write("/workspace/old.txt", b"old", 0o600)
-    sent = await counted.requests(sb.files.write_bytes("/workspace/old.txt", b"new"))
+    sent = await counted.requests(sb.files.write_bytes("/workspace/old.txt", BIG))
     if counted.generation == "1.0.19":
         assert sent == {"upload": 1, "info": 1, "command": 1}
     else:
         assert sent == {"upload": 1, "command": 1}
-    assert (box.read("/workspace/old.txt"), box.files["/workspace/old.txt"].mode) == (b"new", 0o600)
+    assert (box.read("/workspace/old.txt"), box.files["/workspace/old.txt"].mode) == (BIG, 0o600)
 
 
 async def test_no_marker_or_temporary_file_is_left(counted: Counted) -> None:
     sb = counted.session
-    for content in (b"1", b"2", b"3"):
+    for content in (b"1", BIG, b"3" + BIG, b"4"):
         await counted.requests(sb.files.write_bytes("/workspace/m.txt", content))
     await counted.flushed()
     names = list(counted.fake.sandbox().files)
@@ -155,7 +179,7 @@ async def test_left_files_of_many_operations_go_in_one_deletion(
     box = counted.fake.sandbox()
     sent: Counter[str] = Counter()
     for n in range(4):
-        sent += await counted.requests(sb.files.write_bytes("/workspace/k.txt", b"%d" % n))
+        sent += await counted.requests(sb.files.write_bytes("/workspace/k.txt", b"%d" % n + BIG))
         sent += await counted.requests(sb.commands.run("true"))
     assert sent["remove"] == 0
     left = [n for n in box.files if ".osbmark-" in n or n.endswith((".stdout", ".stderr"))]
@@ -179,7 +203,7 @@ async def test_closing_the_session_deletes_what_is_left() -> None:
     sb = AsyncSandboxSession(SandboxSpec(image="img"), connection=fake.connection())
     try:
         await sb.files.write_bytes("/workspace/c.txt", b"1")
-        await sb.files.write_bytes("/workspace/c.txt", b"2")
+        await sb.files.write_bytes("/workspace/c.txt", BIG)
         box = fake.sandbox()
         assert [n for n in box.files if ".osbmark-" in n]
         before = len(fake.routes)

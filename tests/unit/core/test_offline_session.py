@@ -213,27 +213,34 @@ async def test_attached_session_never_deletes(fake: FakeOpenSandbox) -> None:
 
 # -- atomic write -----------------------------------------------------------------------------
 async def test_write_uses_a_temporary_name_then_moves(fake: FakeOpenSandbox) -> None:
+    first, second = b"first" * 10_000, b"second" * 10_000  # uploaded (over `_inline`'s size)
     async with new_session(fake) as sb:
-        await sb.files.write_bytes("/workspace/new.txt", b"first")
-        await sb.files.write_bytes("/workspace/new.txt", b"second")
+        await sb.files.write_bytes("/workspace/new.txt", first)
+        await sb.files.write_bytes("/workspace/new.txt", second)
         box = fake.sandbox()
-        assert box.read("/workspace/new.txt") == b"second"
+        assert box.read("/workspace/new.txt") == second
         uploads = [r for r in fake.requests if r.url.path == "/files/upload"]
         assert len(uploads) == 2
         for request in uploads:
             assert b'"/workspace/new.txt"' not in request.content  # never the target itself
             assert b".osb-" in request.content
         assert not [p for p in box.files if ".osb-" in p]
-        assert await sb.files.read_bytes("/workspace/new.txt") == b"second"
+        assert await sb.files.read_bytes("/workspace/new.txt") == second
 
 
-@pytest.mark.parametrize("route", ["upload", "command"])
-async def test_a_failed_write_leaves_the_old_file(fake: FakeOpenSandbox, route: str) -> None:
+@pytest.mark.parametrize(
+    ("route", "content"),
+    [("upload", b"big" * 20_000), ("command", b"big" * 20_000), ("command", b"small")],
+    ids=["upload", "rename-command", "one-command"],
+)
+async def test_a_failed_write_leaves_the_old_file(
+    fake: FakeOpenSandbox, route: str, content: bytes
+) -> None:
     async with new_session(fake) as sb:
         await sb.files.write_bytes("/workspace/keep.txt", b"old")
         fake.fail_next(route, status=500)  # type: ignore[arg-type]
         with pytest.raises((OpenSandboxError, OSError)):
-            await sb.files.write_bytes("/workspace/keep.txt", b"new content")
+            await sb.files.write_bytes("/workspace/keep.txt", content)
         box = fake.sandbox()
         assert box.read("/workspace/keep.txt") == b"old"
         await asyncio.sleep(0)

@@ -87,8 +87,9 @@ async def test_a_write_through_a_symlink_leaves_only_the_target() -> None:
     execd = _Execd(files)
     writer = AtomicWriter(_Life(), _Files(execd))  # type: ignore[arg-type]
 
-    await writer.write_bytes("/d/link", b"through")
+    content = b"through" * 10_000  # over what one command writes (`_inline`): uploaded
+    await writer.write_bytes("/d/link", content)
     await asyncio.gather(*execd.landing)  # whatever the server was still doing has been done
 
-    assert files == {"/d/real": b"through"}, sorted(files)
+    assert files == {"/d/real": content}, sorted(files)
     assert all(posixpath.dirname(p) == "/d" for p in files)

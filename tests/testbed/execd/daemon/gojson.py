@@ -39,6 +39,12 @@ def _go_quote_char(b: int) -> str:
     return "'" + text + "'"
 
 
+_STRING_BODY = re.compile(
+    rb'[^"\\\x00-\x1f]*(?:(?:\\["\\/bfnrt]|\\u[0-9A-Fa-f]{4})[^"\\\x00-\x1f]*)*'
+)
+"""The valid inside of a JSON string (plain bytes and complete escapes), as Go's scanner takes it."""
+
+
 class _GoJSONScanner:
     """Checks one JSON value the way Go's scanner does and finds where it ends."""
 
@@ -123,6 +129,9 @@ class _GoJSONScanner:
 
     def string(self) -> None:
         self.pos += 1  # the opening quote
+        # Runs of valid content are skipped by one match (a command's text can be long); the
+        # loop below then meets the closing quote, or the byte Go's scanner would reject.
+        self.pos = _STRING_BODY.match(self.data, self.pos).end()  # type: ignore[union-attr]
         while True:
             c = self._peek()
             if c == 0x22:
@@ -366,7 +375,7 @@ def go_json_decode(data: bytes, schema: object, whole: bool = False) -> object:
 
     def fix(v: object) -> object:
         if isinstance(v, str) and not isinstance(v, _GoNumber):
-            return re.sub("[\ud800-\udfff]", "\ufffd", v)
+            return v if v.isascii() else re.sub("[\ud800-\udfff]", "\ufffd", v)
         if isinstance(v, dict):
             return {k: fix(x) for k, x in v.items()}
         if isinstance(v, list):

@@ -1,14 +1,17 @@
-"""The files facet, the atomic write: `write_bytes` uploads to a temporary sibling and renames
-it over the target, so a failed write leaves the old content in place.
+"""The files facet, the atomic write: `write_bytes` writes a temporary sibling and renames it
+over the target, so a failed write leaves the old content in place.
 
-Requests: a file this session knows (it wrote it, or found it to be a regular file) is
-replaced with two, sent together: the upload, which ends with a marker file, and the command
-that waits for the marker and renames (`_rename`: execd's own move refuses an existing target).
-On execd v1.0.18, whose file API cannot inspect a path without a command, every write takes
-that way. On v1.0.19 an unknown path is inspected while it is uploaded: a missing target then
-takes execd's move (two round trips in all), an existing file the rename command. A target that
-turns out to be a symlink is written through it the sequential way (`_write_sequential`), as are
-streams (consumed by their one upload) and paths that execd would rewrite ($). Built on
+Requests: a small content (`_inline`: up to 40,000 characters of command) is written by one
+command, which carries it, inspects the target, writes the temporary sibling and renames it,
+whatever the path and the execd generation. A bigger one is uploaded: a file this session knows
+(it wrote it, or found it to be a regular file) is replaced with two requests, sent together:
+the upload, which ends with a marker file, and the command that waits for the marker and renames
+(`_rename`: execd's own move refuses an existing target). On execd v1.0.18, whose file API
+cannot inspect a path without a command, every upload takes that way. On v1.0.19 an unknown path
+is inspected while it is uploaded: a missing target then takes execd's move (two round trips in
+all), an existing file the rename command. A target that turns out to be a symlink is written
+through it the sequential way (`_write_sequential`), as are streams (consumed by their one
+upload) and big contents for paths that execd would rewrite ($). Built on
 `_filesystem.FileSystem` (paths, inspection, helper commands) and the lifecycle's `FileLink`;
 `_transfers.Transfers` writes through it.
 """
@@ -24,11 +27,11 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from opensandbox_core import _errors, _validate
-from opensandbox_core._errors import new_path_error
+from opensandbox_core._errors import CommandTimeoutError, new_path_error
 from opensandbox_core._types import WriteData
 from opensandbox_core._wire._execd import ExecdClient, ExecdError
 
-from . import _fallback, _rename
+from . import _fallback, _inline, _rename
 from ._filesystem import FileLink, FileSystem, kind_of, mode_from_digits, octal_digits
 
 __all__ = ["AtomicWriter"]
@@ -36,6 +39,8 @@ __all__ = ["AtomicWriter"]
 _FILE_MODE_NEW: Final = 0o644
 _MARKER_WAIT: Final = 300.0
 """Seconds the rename command waits for an upload without a `timeout` of its own to land."""
+_INLINE_WAIT: Final = 300.0
+"""Seconds a one-command write without a `timeout` of its own may take."""
 
 
 class AtomicWriter:
@@ -58,6 +63,15 @@ class AtomicWriter:
         target = await self._fs.target(path, create=True)
         if target.endswith("/"):
             raise new_path_error(IsADirectoryError, errno.EISDIR, target)
+        if isinstance(payload, bytes):
+            # A small content: one command writes, inspects and renames (`_inline`).
+            temp = _fallback.temp_name(*posixpath.split(target))
+            new_mode = _FILE_MODE_NEW if mode is None else mode
+            text = _inline.argv_text(temp, target, payload, new_mode=new_mode, mode=mode)
+            if text is not None:
+                if not await self._write_inline(execd, target, temp, text, timeout):
+                    await self._write_sequential(execd, target, payload, mode, timeout)
+                return
         # A stream is consumed by its upload: it takes the sequential way, which never uploads
         # twice (the fast ways may find a symlink after the upload and start again).
         if _fallback.literal(target) and isinstance(payload, bytes):
@@ -72,6 +86,41 @@ class AtomicWriter:
             elif await self._write_inspected(job):
                 return
         await self._write_sequential(execd, target, payload, mode, timeout)
+
+    async def _write_inline(
+        self, execd: ExecdClient, target: str, temp: str, text: str, timeout: float | None
+    ) -> bool:
+        """Run `_inline`'s command; False (nothing written) for a symlink, to be written
+        through."""
+        limit = timeout if timeout is not None else _INLINE_WAIT
+        try:
+            result = await self._fs.rename_command(text, timeout=limit, cleanup=None, after=None)
+        except BaseException as exc:
+            self._fs.forget_file(target)
+            _discard_literal(execd, temp)
+            if isinstance(exc, CommandTimeoutError):
+                raise CommandTimeoutError(
+                    f"Could not write {target!r} in sandbox {self._life.sandbox_id} within "
+                    f"{limit:g} s.",
+                    timeout=limit,
+                    stdout="",
+                    stderr=exc.stderr,
+                    truncated=False,
+                ) from None
+            raise
+        if result.exit_code == 0:
+            self._fs.learn_file(target, _rename.final_mode(result.stdout))
+            return True
+        self._fs.forget_file(target)
+        if result.exit_code == _rename.LINK:
+            return False
+        refused = _rename.refusal(result.exit_code, target)
+        if refused is not None:
+            raise refused
+        _discard_literal(execd, temp)  # the script removes it itself where it can
+        raise _errors.os_error(
+            _fallback.error_text(result.stderr), target, "could not write the file"
+        )
 
     async def _write_sequential(
         self,
@@ -116,7 +165,10 @@ class AtomicWriter:
             _check_replaceable(target, info)
             await upload
         except BaseException as exc:
-            await self._abandon(execd, upload, [temp], cancel=not isinstance(exc, _Retry))
+            # A refusal lets the upload end first: execd stores a request it has begun even
+            # when the client gives up on it, and the temporary file must go after that.
+            finish = isinstance(exc, _Retry | OSError)
+            await self._abandon(execd, upload, [temp], cancel=not finish)
             if isinstance(exc, _Retry):
                 return False
             raise
@@ -341,6 +393,13 @@ async def _both(first: asyncio.Future[Any], second: asyncio.Future[Any]) -> None
         if not task.cancelled() and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]
     await asyncio.gather(first, second)
+
+
+def _discard_literal(execd: ExecdClient, temp: str) -> None:
+    """Delete a temporary file in the background, when execd takes its path as it is (a `$` in
+    it would make execd delete another path, or fail the whole batch)."""
+    if _fallback.literal(temp):
+        execd.discard_later([temp])
 
 
 def _temp_for(target: str) -> str:

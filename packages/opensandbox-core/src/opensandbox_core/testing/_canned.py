@@ -53,6 +53,9 @@ def _probe(command: FakeCommand) -> FakeOutcome:
 def canned(command: FakeCommand) -> FakeOutcome:
     if PROBE_COMMAND in command.command and _TMP_MARK in command.command:
         return _probe(command)
+    inline = _inline_write(command)
+    if inline is not None:
+        return inline
     argv = command.argv
     if not argv:
         return FakeOutcome(exit_code=0 if argv == [] else 2)
@@ -186,3 +189,26 @@ def _rename(args: list[str], box: FakeSandbox) -> bytes | FakeOutcome:
     box._parents(target)
     box.files[target] = moved
     return b""
+
+
+_INLINE_CONTENT = re.compile(r"\nprintf '([^']*)' >\"\$t\"")
+
+
+def _inline_write(command: FakeCommand) -> FakeOutcome | None:
+    """The library's one-command write (`_files._inline`): the content is the format of its
+    `printf`; None for any other command."""
+    first, _, rest = command.command.partition("\n")
+    content = _INLINE_CONTENT.search(rest) if first.startswith("set -- ") else None
+    if content is None or "exec mv -f" not in rest:
+        return None
+    args = shlex.split(first)[2:]
+    if len(args) != 4:
+        return None
+    _, target, new_mode, mode = args
+    box = command.sandbox
+    if target in box.dirs:
+        return FakeOutcome(exit_code=84)
+    old = box.files.get(target)
+    want = mode or (format(old.mode, "o") if old is not None else new_mode)
+    box.write(target, _printf(content[1], []), int(want, 8))
+    return FakeOutcome(stdout=f"{want}\n".encode())
