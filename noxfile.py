@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from collections.abc import Callable
@@ -107,13 +108,17 @@ def tests(session: nox.Session) -> None:
     """Unit tests: no Docker; slow files left to `replay` and `deepagents`. The only network
     use: Debian's busybox-static through apt-get, for the tests on busybox's applets (skipped
     when it cannot be had; the testbed keeps it in `.testbed/cache`)."""
-    _install_all(session)
+    _install_for_unit(session)
     ignored = [f"--ignore={path}" for path in SLOW_UNIT]
     env = {"OSB_BUSYBOX": path} if (path := _busybox(session)) else {}
-    # Two workers (pytest-xdist): the tier stays within a minute on two cores. Only the plugins
-    # the unit tests use are loaded: every installed package's pytest plugin (langsmith's, ...)
-    # costs each process seconds of import and assertion rewriting.
-    workers = ["-n", os.environ.get("OSB_UNIT_WORKERS", "2")]
+    # Two workers (pytest-xdist), one a core. `worksteal`: a worker that runs out takes half of
+    # the other's queue, and tests/unit/conftest.py starts the longest tests first, so the two
+    # end together. (A third worker costs one more collection, ~5 s of CPU: on a busy machine it
+    # made the tier 20-40% slower; OSB_UNIT_WORKERS=3 to try it on an idle one, where the
+    # tier's waits, about as long as its computing, might let it pay.)
+    # Only the plugins the unit tests use are loaded: every installed package's pytest plugin
+    # (langsmith's, ...) costs each process seconds of import and assertion rewriting.
+    workers = ["-n", os.environ.get("OSB_UNIT_WORKERS", "2"), "--dist", "worksteal"]
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     plugins = ["-p", "xdist", "-p", "asyncio", "-p", "hypothesispytest"]  # entry-point names
     session.run(
@@ -126,6 +131,31 @@ def tests(session: nox.Session) -> None:
         *session.posargs,
         env=env,
     )
+
+
+def _install_for_unit(session: nox.Session) -> None:
+    """`_install_all`, skipped when the venv holds what it installed last time (the same
+    requirements and package metadata: the packages are editable, so their code is current);
+    in a new venv, the modules every worker imports compiled once, not by each worker at once."""
+    location = getattr(session.virtualenv, "location", None)
+    if not location:  # no venv of nox's own (`--no-venv`): nowhere to keep the marker
+        _install_all(session)
+        return
+    marker = Path(location) / ".osb-unit-installed"
+    metadata = [(ROOT / path / "pyproject.toml").read_text() for path in PACKAGES[1::2]]
+    wanted = hashlib.sha256(repr([PACKAGES, TEST_DEPS, metadata]).encode()).hexdigest()
+    if marker.is_file() and marker.read_text() == wanted:
+        session.log("unit venv up to date (requirements and package metadata unchanged)")
+        return
+    new = not marker.exists()
+    marker.unlink(missing_ok=True)
+    _install_all(session)
+    if new:  # each xdist worker would compile langchain, deepagents, pydantic-ai... itself
+        modules = "opensandbox_core, deepagents_opensandbox_backend, pydantic_ai_opensandbox"
+        session.run_install("python", "-c", f"import {modules}, hypothesis, xdist, pytest_asyncio")
+    # written by a command of the install step: not when `--no-install` skipped the install
+    write = "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text(sys.argv[2])"
+    session.run_install("python", "-c", write, str(marker), wanted, silent=True)
 
 
 def _busybox(session: nox.Session) -> str | None:

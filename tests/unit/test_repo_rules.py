@@ -171,6 +171,18 @@ def is_private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
+def _child_nodes(node: ast.AST) -> tuple[ast.AST, ...]:
+    """`tuple(ast.iter_child_nodes(node))`, without a generator's cost per node."""
+    children: list[ast.AST] = []
+    for field in node._fields:
+        value = getattr(node, field, None)
+        if isinstance(value, list):
+            children += [item for item in value if isinstance(item, ast.AST)]
+        elif isinstance(value, ast.AST):
+            children.append(value)
+    return tuple(children)
+
+
 class _Children(dict[ast.AST, tuple[ast.AST, ...]]):
     """Each node's children, found once, and each module's nodes: the rule walks every tree
     several times (imports, our names, each scope's bindings, the reads), and
@@ -181,7 +193,7 @@ class _Children(dict[ast.AST, tuple[ast.AST, ...]]):
         self.modules: dict[ast.AST, list[ast.AST]] = {}
 
     def __missing__(self, node: ast.AST) -> tuple[ast.AST, ...]:
-        children = self[node] = tuple(ast.iter_child_nodes(node))
+        children = self[node] = _child_nodes(node)
         return children
 
     def walk(self, tree: ast.AST) -> list[ast.AST]:
@@ -191,7 +203,8 @@ class _Children(dict[ast.AST, tuple[ast.AST, ...]]):
             while stack:
                 node = stack.pop()
                 found.append(node)
-                stack.extend(self[node])
+                children = self[node] = _child_nodes(node)
+                stack.extend(children)
             self.modules[tree] = found
         return found
 
@@ -421,20 +434,56 @@ def _reaches(node: ast.AST, scope: _Scope, subclass: bool, strict: bool) -> str 
 _ATTR_FUNCTIONS = ("getattr", "setattr", "hasattr", "delattr")
 
 
-def _walk(node: ast.AST, scope: _Scope, subclass: bool, strict: bool) -> Iterator[tuple[int, str]]:
+def _may_break(node: ast.AST, ours: set[str]) -> bool:
+    """Whether `_reaches` can find anything at `node`, in any scope: a private attribute (of
+    `self` only when our code does not define it), or `getattr(x, "_private")` and its kin."""
+    if isinstance(node, ast.Attribute):
+        return is_private(node.attr) and (not _is_self(node.value) or node.attr not in ours)
+    return (
+        isinstance(node, ast.Call)
+        and getattr(node.func, "id", None) in _ATTR_FUNCTIONS
+        and len(node.args) >= 2
+        and is_private(str(getattr(node.args[1], "value", "")))
+    )
+
+
+def _leading_to_breaks(tree: ast.Module, ours: set[str]) -> set[ast.AST]:
+    """The nodes `_walk` has to visit: those where a break may be, and their ancestors. The rest
+    (most of the code) can hold none, whatever their scope knows, so their scopes are not
+    learned (learning is most of the rule's cost)."""
+    nodes = _CHILDREN.walk(tree)
+    found = [node for node in nodes if _may_break(node, ours)]
+    if not found:
+        return set()
+    parents = {child: node for node in nodes for child in _CHILDREN[node]}
+    needed: set[ast.AST] = set()
+    for node in found:
+        while node not in needed:
+            needed.add(node)
+            if node is tree:
+                break
+            node = parents[node]
+    return needed
+
+
+def _walk(
+    node: ast.AST, scope: _Scope, subclass: bool, strict: bool, needed: set[ast.AST]
+) -> Iterator[tuple[int, str]]:
     for child in _CHILDREN[node]:
+        if child not in needed:
+            continue
         if isinstance(child, ast.ClassDef):
             inner = _Scope(scope.index, scope.bound, scope.known, _self_attrs(child, scope))
-            yield from _walk(child, inner, child.name in scope.index.subclasses, strict)
+            yield from _walk(child, inner, child.name in scope.index.subclasses, strict, needed)
         elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
             inner = _Scope(scope.index, scope.bound, scope.known, scope.attrs)
             body = child.body if isinstance(child.body, list) else [child.body]
-            yield from _walk(child, inner.learn([child.args, *body]), subclass, strict)
+            yield from _walk(child, inner.learn([child.args, *body]), subclass, strict, needed)
         else:
             found = _reaches(child, scope, subclass, strict)
             if found is not None:
                 yield child.lineno, found  # type: ignore[attr-defined]
-            yield from _walk(child, scope, subclass, strict)
+            yield from _walk(child, scope, subclass, strict, needed)
 
 
 def private_name_breaks(
@@ -457,8 +506,11 @@ def private_name_breaks(
                 found.append(f"{where}:{node.lineno} import {module}")
     if not bound and not strict and not _may_reach(tree, index):
         return found  # nothing here names a framework module, object or subclass
+    needed = _leading_to_breaks(tree, index.ours)
+    if not needed:
+        return found
     top = _Scope(index, bound, set(), set()).learn(list(tree.body))
-    found += [f"{where}:{line} {text}" for line, text in _walk(tree, top, False, strict)]
+    found += [f"{where}:{line} {text}" for line, text in _walk(tree, top, False, strict, needed)]
     return found
 
 
@@ -733,6 +785,8 @@ _WORDS = {tokenize.NAME, tokenize.STRING, getattr(tokenize, "FSTRING_MIDDLE", to
 def framework_names(source: str) -> list[tuple[int, str]]:
     """(line, token) of each identifier or string naming a framework; comments and docstrings
     (a string standing alone as a statement) are prose and may name one."""
+    if not FRAMEWORK.search(source):
+        return []  # every token is a part of the source: none can name one (and tokenizing is slow)
     prose = [
         ((node.lineno, node.col_offset), (node.end_lineno or node.lineno, node.end_col_offset or 0))
         for node in ast.walk(ast.parse(source))

@@ -89,7 +89,7 @@ async def test_settle_waits_for_the_cleanup_of_a_cancelled_start() -> None:
 async def test_a_create_that_never_becomes_usable_is_deleted() -> None:
     fake = FakeOpenSandbox()
     fake.fail_next("endpoint", status=500, times=10_000)
-    spec = SandboxSpec(image="img", ready_timeout=1)
+    spec = SandboxSpec(image="img", ready_timeout=0.3)  # any budget: it never becomes usable
     session = AsyncSandboxSession(spec, connection=fake.connection())
     with pytest.raises(OpenSandboxError):
         await CreateGuard(session).start()

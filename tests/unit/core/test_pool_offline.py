@@ -9,6 +9,7 @@ import time
 import pytest
 
 from opensandbox_core import ConfigurationError, SandboxSpec, SandboxUnavailableError, ServerError
+from opensandbox_core._fleet import _pool
 from opensandbox_core.fleet import SandboxPool
 from opensandbox_core.testing import FakeOpenSandbox
 
@@ -45,7 +46,8 @@ async def test_acquire_without_timeout_gives_up_with_the_last_cause() -> None:
     await pool.aclose()
 
 
-async def test_acquire_recovers_after_transient_failures() -> None:
+async def test_acquire_recovers_after_transient_failures(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_pool, "_BACKOFF_FIRST", 0.05)  # the pauses' length is not the point here
     fake = FakeOpenSandbox()
     fake.fail_next("create", status=500, times=2)
     async with SandboxPool(SPEC, size=1, connection=fake.connection()) as pool:
