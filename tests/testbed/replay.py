@@ -557,8 +557,6 @@ run (README); the replay keeps that output, so that each run compares the same t
 comparison accepts a recording that lost it (:func:`_compare_code_stream`). Where
 `execution_complete` falls is a race in the real daemon and in this one alike."""
 JUPYTER_WAIT_S = 120.0
-KERNEL_TRANSPORT = "--KernelManager.transport=ipc"
-"""How the replay's Jupyter servers reach their kernels (`_JupyterSetup.start_command`)."""
 
 
 @dataclass
@@ -590,12 +588,6 @@ class _JupyterSetup:
         argv = [
             f"--port={port}" if str(a).startswith("--port=") else str(a) for a in self.run["argv"]
         ]
-        # Kernels talk to the server over Unix sockets in its runtime directory, not TCP ports:
-        # the versions' servers run at the same time and each picks its kernels' ports by binding
-        # port 0 and letting go, so two could take the same one (a bash kernel died of "Address
-        # already in use" in CI and its context's deletion answered at once). The transport is
-        # between the server and its kernels; nothing of it reaches execd's answers.
-        argv.append(KERNEL_TRANSPORT)
         python = shlex.quote(argv[0])
         return (
             f"cd {shlex.quote(str(workspace))} || exit 95; "
