@@ -34,26 +34,36 @@ def _replay_or_reason(version: str, code: bool) -> Replayed | replay.ReplayUnava
         return exc
 
 
+def _replay_code_parts(versions: tuple[str, ...]) -> dict[str, Replayed | replay.ReplayUnavailable]:
+    """The versions' `code_*` parts, one after the other: each starts a Jupyter server of its
+    own, and two at once on one machine race (each picks its kernels' TCP ports by binding port 0
+    and letting go: a bash kernel died of "Address already in use" in CI) and slow each other's
+    kernels enough to change what the recordings pin."""
+    return {v: _replay_or_reason(v, True) for v in versions}
+
+
 @pytest.fixture(scope="session")
 def replayed() -> Iterator[Callable[[str], Replayed]]:
-    """The replay of each version, run once per session, all of it at the same time.
+    """The replay of each version, run once per session.
 
     Each version's two parts (the cases before the code interpreter, and the `code_*` cases,
-    which were recorded with a daemon and a Jupyter server of their own) run in a process of
-    their own (own daemons, private /tmp and ports), so no two replays share a GIL: together
-    they take about as long as the longest part (~115 s; the recorded runs set the pace).
+    which were recorded with a daemon and a Jupyter server of their own) run in processes of
+    their own (own daemons, private /tmp and ports), so no two replays share a GIL: the plain
+    parts at the same time, beside them the code parts one after the other
+    (`_replay_code_parts`).
     """
-    futures: dict[tuple[str, bool], Future[Replayed | replay.ReplayUnavailable]] = {}
+    futures: dict[str, Future[Replayed | replay.ReplayUnavailable]] = {}
+    code_parts: list[Future[dict[str, Replayed | replay.ReplayUnavailable]]] = []
     pool = ProcessPoolExecutor(
-        max_workers=2 * len(replay.VERSIONS), mp_context=multiprocessing.get_context("spawn")
+        max_workers=len(replay.VERSIONS) + 1, mp_context=multiprocessing.get_context("spawn")
     )
 
     def get(version: str) -> Replayed:
         if not futures:
+            code_parts.append(pool.submit(_replay_code_parts, tuple(replay.VERSIONS)))
             for v in replay.VERSIONS:
-                for code in (False, True):
-                    futures[v, code] = pool.submit(_replay_or_reason, v, code)
-        parts = [futures[version, code].result() for code in (False, True)]
+                futures[v] = pool.submit(_replay_or_reason, v, False)
+        parts = [futures[version].result(), code_parts[0].result()[version]]
         results: list[replay.CaseResult] = []
         logs: list[str] = []
         for got in parts:
