@@ -28,7 +28,7 @@ from typing import Any, Final
 
 from opensandbox_core import _errors, _validate
 from opensandbox_core._errors import CommandTimeoutError, new_path_error
-from opensandbox_core._types import WriteData
+from opensandbox_core._types import CommandResult, WriteData
 from opensandbox_core._wire._execd import ExecdClient, ExecdError
 
 from . import _fallback, _inline, _rename
@@ -108,15 +108,9 @@ class AtomicWriter:
                     truncated=False,
                 ) from None
             raise
-        if result.exit_code == 0:
-            self._fs.learn_file(target, _rename.final_mode(result.stdout))
-            return True
-        self._fs.forget_file(target)
-        if result.exit_code == _rename.LINK:
-            return False
-        refused = _rename.refusal(result.exit_code, target)
-        if refused is not None:
-            raise refused
+        settled = self._settled(result, target)
+        if settled is not None:
+            return settled
         _discard_literal(execd, temp)  # the script removes it itself where it can
         raise _errors.os_error(
             _fallback.error_text(result.stderr), target, "could not write the file"
@@ -236,16 +230,11 @@ class AtomicWriter:
                 await self._abandon(execd, upload, leftovers, cancel=True)
             await self._abandon(execd, renaming, [], cancel=True)
             raise
-        if result.exit_code == 0:
-            self._fs.learn_file(target, _rename.final_mode(result.stdout))
-            return True
-        execd.discard_later(leftovers)
-        self._fs.forget_file(target)
-        if result.exit_code == _rename.LINK:
-            return False
-        refused = _rename.refusal(result.exit_code, target)
-        if refused is not None:
-            raise refused
+        if result.exit_code != 0:
+            execd.discard_later(leftovers)
+        settled = self._settled(result, target)
+        if settled is not None:
+            return settled
         if result.exit_code == _rename.TIMED_OUT:
             raise _errors.ServerError(
                 f"Could not write {target!r} in sandbox {self._life.sandbox_id}: the upload did "
@@ -254,6 +243,21 @@ class AtomicWriter:
         raise _errors.os_error(
             _fallback.error_text(result.stderr), target, "could not put the file in place"
         )
+
+    def _settled(self, result: CommandResult, target: str) -> bool | None:
+        """What a writing script's end says: True (written; the session learns the file's mode),
+        False (the target is a symlink: write through it another way), an OSError raised for a
+        refusal (a directory, a special file), or None for another failure, for the caller."""
+        if result.exit_code == 0:
+            self._fs.learn_file(target, _rename.final_mode(result.stdout))
+            return True
+        self._fs.forget_file(target)
+        if result.exit_code == _rename.LINK:
+            return False
+        refused = _rename.refusal(result.exit_code, target)
+        if refused is not None:
+            raise refused
+        return None
 
     async def _abandon(
         self, execd: ExecdClient, task: asyncio.Future[Any], leftovers: list[str], *, cancel: bool

@@ -29,7 +29,7 @@ from __future__ import annotations
 import shlex
 from typing import Final
 
-from ._rename import _DIRECTORY, _SPECIAL, LINK
+from ._rename import INSPECT
 
 __all__ = ["INLINE_LIMIT", "TEXT_LIMIT", "argv_text", "printf_format"]
 
@@ -54,14 +54,7 @@ _ESCAPES: Final = {b: _TABLE[b] for b in range(256) if b not in _PLAIN}
 # Exit statuses as `_rename`'s: 83 a symlink, 84 a directory, 85 a special file.
 _HEAD: Final = f"""export LC_ALL=C
 t=$1 d=$2 w=$4 o=
-[ -L "$d" ] && exit {LINK}
-[ -d "$d" ] && exit {_DIRECTORY}
-if [ -e "$d" ]; then
-[ -f "$d" ] || exit {_SPECIAL}
-[ -O "$d" ] && [ -G "$d" ] || o=1
-if [ -z "$w" ]; then s=$(stat -L -c '%a %u:%g' -- "$d") || exit 1; w=${{s%% *}} o=${{o:+${{s#* }}}}
-elif [ -n "$o" ]; then o=$(stat -L -c %u:%g -- "$d") || o=; fi
-else w=${{w:-$3}} p=${{d%/*}}
+{INSPECT}else w=${{w:-$3}} p=${{d%/*}}
 if [ -n "$p" ] && [ ! -d "$p" ]; then
 if [ -e "$p" ] || [ -L "$p" ]; then echo "$p: Not a directory" >&2; exit 1; fi
 mkdir -p -- "$p" || exit 1; fi

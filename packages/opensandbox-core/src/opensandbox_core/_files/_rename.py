@@ -40,19 +40,26 @@ _SPECIAL: Final = 85
 TIMED_OUT: Final = 86
 """Exit status: the marker did not appear in time (the upload never landed)."""
 
-# $1 temp, $2 target, $3 marker ("": the upload has landed), $4 the mode of a new target, $5 the
-# mode asked for ("": keep the target's), $6 the bits the upload gave the temporary file, $7 the
-# seconds to wait for the marker.
-_SCRIPT: Final = f"""export LC_ALL=C
-t=$1 d=$2 m=$3 w=$5 o=
-[ -L "$d" ] && exit {LINK}
+INSPECT: Final = f"""[ -L "$d" ] && exit {LINK}
 [ -d "$d" ] && exit {_DIRECTORY}
 if [ -e "$d" ]; then
 [ -f "$d" ] || exit {_SPECIAL}
 [ -O "$d" ] && [ -G "$d" ] || o=1
 if [ -z "$w" ]; then s=$(stat -L -c '%a %u:%g' -- "$d") || exit 1; w=${{s%% *}} o=${{o:+${{s#* }}}}
 elif [ -n "$o" ]; then o=$(stat -L -c %u:%g -- "$d") || o=; fi
-else w=${{w:-$4}}; fi
+"""
+"""The target's inspection, shared by this script and `_inline`'s: with `d` the target, `w` the
+mode asked for ("": keep the target's) and `o` empty, it exits for a symlink (LINK), a directory
+or a special file, and for an existing file sets `w` to the mode to give and `o` to the owner to
+keep (empty: ours). It leaves `if [ -e "$d" ]` open: the script adds its `else` branch for a new
+target and the `fi`."""
+
+# $1 temp, $2 target, $3 marker ("": the upload has landed), $4 the mode of a new target, $5 the
+# mode asked for ("": keep the target's), $6 the bits the upload gave the temporary file, $7 the
+# seconds to wait for the marker.
+_SCRIPT: Final = f"""export LC_ALL=C
+t=$1 d=$2 m=$3 w=$5 o=
+{INSPECT}else w=${{w:-$4}}; fi
 if [ -n "$m" ] && [ ! -e "$m" ]; then
 if [ -n "${{BASH_VERSION-}}" ] && [ -c /dev/ptmx ] && [ -w /dev/ptmx ]; then
 exec 3<>/dev/ptmx; p=0.0005
